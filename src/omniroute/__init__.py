@@ -1,0 +1,2 @@
+"""OmniRoute for Python: a self-hosted AI gateway."""
+__all__: list[str] = []

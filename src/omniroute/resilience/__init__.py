@@ -1,0 +1,1 @@
+"""resilience package."""
