@@ -1,2 +1,3 @@
 """OmniRoute for Python: a self-hosted AI gateway."""
+
 __all__: list[str] = []

@@ -113,7 +113,10 @@ class ChatRequest:
 
     ``body`` is the client's JSON object after translation to the OpenAI chat shape; ``model`` is the
     requested model string (``X-Route-Model`` wins over ``body.model``); ``client_format`` names the
-    inbound surface (``openai``, ``anthropic``, ``responses``, ``gemini``).
+    inbound surface (``openai``, ``anthropic``, ``responses``, ``gemini``). ``native`` is the
+    client's original body in its own wire format, kept for same-format pass-through (PROV-1: an
+    Anthropic client reaching an Anthropic upstream is not re-encoded); code that rewrites ``body``
+    must set ``native`` to ``None`` so adapters translate ``body`` instead.
     """
 
     body: dict[str, Any]
@@ -127,6 +130,7 @@ class ChatRequest:
     tags: tuple[str, ...] = ()
     session_id: str | None = None
     raw_body: bytes | None = None
+    native: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,85 @@
+"""The management API (FastAPI, OpenAPI at ``/openapi.json``), health (OBS-4) and metrics (OBS-3).
+
+``/api/*`` requires ``Authorization: Bearer <server.admin_key>``; with no admin key configured it
+answers only on loopback (API-8). Errors use the OpenAI error shape (API-6), including validation
+errors, which name the field.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+from omniroute.api.admin import core
+from omniroute.errors import GatewayError, InvalidRequest
+from omniroute.gateway import Gateway
+
+
+def _loc(loc: Any) -> str:
+    parts = [str(p) for p in loc if p not in ("body", "query", "path")]
+    out = ""
+    for p in parts:
+        out += f"[{p}]" if p.isdigit() else (f".{p}" if out else p)
+    return out or "body"
+
+
+def build_admin_app(gw: Gateway) -> FastAPI:
+    """The FastAPI app for everything outside the ``/v1`` hot path."""
+    app = FastAPI(title="OmniRoute management API", version="0.1.0", docs_url="/docs", redoc_url=None)
+
+    @app.exception_handler(GatewayError)
+    async def _gateway_error(request: Request, exc: GatewayError) -> JSONResponse:
+        return JSONResponse(
+            {
+                "error": {"message": exc.message, "type": exc.type, "code": exc.code, "param": exc.param},
+                **exc.extra,
+            },
+            status_code=exc.status,
+            headers=exc.headers,
+        )
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+        first = exc.errors()[0] if exc.errors() else {"loc": ("body",), "msg": "invalid request"}
+        field = _loc(first.get("loc", ("body",)))
+        err = InvalidRequest(f"{field}: {first.get('msg', 'invalid value')}", param=field)
+        return JSONResponse(
+            {"error": {"message": err.message, "type": err.type, "code": err.code, "param": err.param}},
+            status_code=400,
+        )
+
+    @app.exception_handler(404)
+    async def _not_found(request: Request, exc: Exception) -> JSONResponse:
+        detail = getattr(exc, "detail", None)
+        msg = detail if isinstance(detail, str) and detail != "Not Found" else f"No route {request.url.path}"
+        return JSONResponse(
+            {"error": {"message": msg, "type": "invalid_request_error", "code": "not_found", "param": None}},
+            status_code=404,
+        )
+
+    @app.exception_handler(405)
+    async def _not_allowed(request: Request, exc: Exception) -> JSONResponse:
+        return JSONResponse(
+            {
+                "error": {
+                    "message": f"Method {request.method} not allowed on {request.url.path}",
+                    "type": "invalid_request_error",
+                    "code": "method_not_allowed",
+                    "param": None,
+                }
+            },
+            status_code=405,
+        )
+
+    app.state.gateway = gw
+    app.include_router(core.router)
+    for name in ("resilience", "combos", "auto"):
+        try:
+            mod = __import__(f"omniroute.api.admin.{name}", fromlist=["router"])
+        except ImportError:
+            continue
+        app.include_router(mod.router)
+    return app

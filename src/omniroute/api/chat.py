@@ -1,0 +1,235 @@
+"""Shared request driver for every chat-like surface (OpenAI, Anthropic, Responses, Gemini).
+
+A surface parses its wire body into the canonical request and supplies a :class:`Surface` that
+renders the canonical outcome back into its format; this module does the rest once: auth, execution,
+routing headers (API-7), SSE writing with commit semantics (RESIL-9), client-disconnect handling and
+the usage row (OBS-1).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+import orjson
+
+from omniroute.api.asgi import SSE_HEADERS, Receive, Send, encode_headers, send_bytes
+from omniroute.errors import GatewayError, UpstreamError
+from omniroute.gateway import Gateway
+from omniroute.routing.decision import Decision
+from omniroute.routing.engine import Outcome, StreamOutcome
+from omniroute.values import ChatRequest, Usage
+
+log = logging.getLogger("omniroute.api")
+
+
+class StreamEncoder(Protocol):
+    """Turns canonical chunks into a surface's SSE bytes."""
+
+    def start(self) -> bytes: ...
+
+    def chunk(self, ch: dict[str, Any]) -> bytes: ...
+
+    def end(self, usage: Usage | None) -> bytes: ...
+
+    def error(self, err: GatewayError) -> bytes: ...
+
+
+class Surface(Protocol):
+    """A client wire format: error body, full response and stream encoder."""
+
+    name: str
+
+    def error_body(self, err: GatewayError) -> dict[str, Any]: ...
+
+    def render(self, response: dict[str, Any], req: ChatRequest) -> dict[str, Any]: ...
+
+    def encoder(self, req: ChatRequest) -> StreamEncoder: ...
+
+
+def routing_headers(
+    req: ChatRequest, decision: Decision | None, overhead_ms: float, served: Any = None
+) -> dict[str, str]:
+    """The API-7 headers: ``X-Request-Id`` and the ``X-OmniRoute-*`` routing headers."""
+    h = {"x-request-id": req.request_id}
+    if decision is not None:
+        if served is not None:
+            h["x-omniroute-provider"] = served.provider.id
+            h["x-omniroute-model"] = served.model.id
+            h["x-omniroute-connection"] = served.connection.id
+        h["x-omniroute-strategy"] = decision.strategy
+        h["x-omniroute-attempts"] = str(len(decision.attempts))
+        h["x-omniroute-decision"] = decision.header()
+    h["x-omniroute-overhead-ms"] = f"{max(overhead_ms, 0.0):.3f}"
+    return h
+
+
+async def send_error(
+    send: Send,
+    surface: Surface,
+    err: GatewayError,
+    req: ChatRequest | None = None,
+    decision: Decision | None = None,
+    t0: float | None = None,
+) -> None:
+    """Send ``err`` in the surface's error shape with its status and headers (API-6)."""
+    headers = dict(err.headers)
+    if req is not None:
+        overhead = (time.perf_counter() - t0) * 1000 if t0 is not None else 0.0
+        if decision is not None:
+            overhead -= sum(a.latency_ms for a in decision.attempts)
+        headers.update(routing_headers(req, decision, overhead))
+    await send_bytes(send, err.status, orjson.dumps(surface.error_body(err)), encode_headers(headers))
+
+
+async def run_chat(
+    gw: Gateway, req: ChatRequest, surface: Surface, send: Send, receive: Receive, t0: float
+) -> None:
+    """Execute ``req`` and write the response or stream to the client in ``surface``'s format."""
+    decision: Decision | None = None
+    try:
+        outcome, decision = await gw.execute(req)
+    except GatewayError as err:
+        decision = gw.decisions.get(req.request_id)
+        status = err.status
+        gw.record_usage(
+            req,
+            decision or Decision(req.request_id, req.model),
+            status=status,
+            cand=None,
+            usage=None,
+            latency_ms=(time.perf_counter() - t0) * 1000,
+            ttft_ms=None,
+            error=err.message,
+        )
+        await send_error(send, surface, err, req, decision, t0)
+        return
+    if isinstance(outcome, Outcome):
+        await _send_full(gw, req, surface, send, outcome, decision, t0)
+    else:
+        await _send_stream(gw, req, surface, send, receive, outcome, decision, t0)
+
+
+async def _send_full(
+    gw: Gateway, req: ChatRequest, surface: Surface, send: Send, out: Outcome, decision: Decision, t0: float
+) -> None:
+    body = orjson.dumps(surface.render(out.response, req))
+    total_ms = (time.perf_counter() - t0) * 1000
+    upstream_ms = sum(a.latency_ms for a in decision.attempts)
+    headers = routing_headers(req, decision, total_ms - upstream_ms, out.candidate)
+    await send_bytes(send, 200, body, encode_headers(headers))
+    gw.record_usage(
+        req, decision, status=200, cand=out.candidate, usage=out.usage, latency_ms=total_ms, ttft_ms=None
+    )
+
+
+async def _send_stream(
+    gw: Gateway,
+    req: ChatRequest,
+    surface: Surface,
+    send: Send,
+    receive: Receive,
+    so: StreamOutcome,
+    decision: Decision,
+    t0: float,
+) -> None:
+    enc = surface.encoder(req)
+    upstream_ms = sum(a.latency_ms for a in decision.attempts)
+    overhead = (time.perf_counter() - t0) * 1000 - upstream_ms
+    headers = [*SSE_HEADERS, *encode_headers(routing_headers(req, decision, overhead, so.candidate))]
+    status = 200
+    error: UpstreamError | None = None
+    task = asyncio.current_task()
+    assert task is not None
+    watcher = asyncio.get_running_loop().create_task(_watch_disconnect(receive, task))
+    try:
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        start = enc.start()
+        if start:
+            await send({"type": "http.response.body", "body": start, "more_body": True})
+        async for ch in so.chunks():
+            data = enc.chunk(ch)
+            if data:
+                await send({"type": "http.response.body", "body": data, "more_body": True})
+        await send({"type": "http.response.body", "body": enc.end(so.usage), "more_body": False})
+    except UpstreamError as err:
+        error, status = err, 502
+        with contextlib.suppress(Exception):
+            await send({"type": "http.response.body", "body": enc.error(err), "more_body": False})
+    except asyncio.CancelledError:
+        if not (watcher.done() and not watcher.cancelled() and watcher.result()):
+            raise
+        # The client went away: the upstream read stops at once (RESIL-9); nothing is retried.
+        task.uncancel()
+        so.close()
+        _finish_usage(gw, req, decision, so, 499, t0, "client disconnected")
+        return
+    finally:
+        watcher.cancel()
+        so.close()
+    for cb in so.on_done:
+        await cb(so, error)
+    _finish_usage(gw, req, decision, so, status, t0, error.message if error else None)
+
+
+def _finish_usage(
+    gw: Gateway,
+    req: ChatRequest,
+    decision: Decision,
+    so: StreamOutcome,
+    status: int,
+    t0: float,
+    error: str | None,
+) -> None:
+    gw.record_usage(
+        req,
+        decision,
+        status=status,
+        cand=so.candidate,
+        usage=so.usage,
+        latency_ms=(time.perf_counter() - t0) * 1000,
+        ttft_ms=so.ttft_ms,
+        error=error,
+    )
+
+
+async def _watch_disconnect(receive: Receive, task: asyncio.Task[Any]) -> bool:
+    """Cancel the streaming task when the client disconnects; returns True if it did."""
+    while True:
+        msg = await receive()
+        if msg["type"] == "http.disconnect":
+            task.cancel()
+            return True
+
+
+def chat_request(
+    body: dict[str, Any],
+    headers: Mapping[str, str],
+    *,
+    client_format: str,
+    request_id: str,
+    api_key: dict[str, Any] | None,
+    raw: bytes | None = None,
+) -> ChatRequest:
+    """Build the canonical request: ``X-Route-Model`` overrides ``body.model`` (SPEC §4); tags from
+    ``X-OmniRoute-Tags`` (COMBO-4); session from ``X-Session-Id``/``X-OmniRoute-Session`` (AUTO-5a)."""
+    model = headers.get("x-route-model") or body.get("model") or ""
+    so = body.get("stream_options") or {}
+    tags = tuple(t.strip() for t in headers.get("x-omniroute-tags", "").split(",") if t.strip())
+    return ChatRequest(
+        body=body,
+        model=str(model),
+        stream=bool(body.get("stream")),
+        include_usage=bool(so.get("include_usage")) if isinstance(so, dict) else False,
+        client_format=client_format,
+        request_id=request_id,
+        api_key_id=api_key["id"] if api_key else None,
+        headers=dict(headers),
+        tags=tags,
+        session_id=headers.get("x-session-id") or headers.get("x-omniroute-session"),
+        raw_body=raw,
+    )

@@ -1,0 +1,136 @@
+"""Validation of the OpenAI Chat Completions body (API-1, API-6).
+
+Hand-written rather than a pydantic model on purpose: it runs on every request of the hot path, checks
+only what the gateway relies on or what upstreams would reject with a less clear message, and leaves
+unknown fields untouched so they pass through to the provider. Every error is a 400
+:class:`~omniroute.errors.InvalidRequest` whose ``param`` names the field.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from omniroute.errors import InvalidRequest
+
+ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+TOOL_CHOICES = frozenset({"none", "auto", "required"})
+RESPONSE_FORMATS = frozenset({"text", "json_object", "json_schema"})
+
+# (field, min, max) from the OpenAI API reference for Chat Completions.
+_NUMBER_RANGES: tuple[tuple[str, float, float], ...] = (
+    ("temperature", 0.0, 2.0),
+    ("top_p", 0.0, 1.0),
+    ("presence_penalty", -2.0, 2.0),
+    ("frequency_penalty", -2.0, 2.0),
+)
+_POSITIVE_INTS = ("max_tokens", "max_completion_tokens", "n")
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _bad(param: str, message: str) -> InvalidRequest:
+    return InvalidRequest(message, param=param)
+
+
+def validate_chat_body(body: dict[str, Any], *, model_required: bool = True) -> None:
+    """Check a chat body; raises :class:`InvalidRequest` (400) naming the first bad field."""
+    model = body.get("model")
+    if model is None:
+        if model_required:
+            raise _bad("model", "Missing required field 'model'.")
+    elif not isinstance(model, str) or not model:
+        raise _bad("model", "'model' must be a non-empty string.")
+    messages = body.get("messages")
+    if messages is None:
+        raise _bad("messages", "Missing required field 'messages'.")
+    if not isinstance(messages, list):
+        raise _bad("messages", f"'messages' must be an array, got {type(messages).__name__}.")
+    if not messages:
+        raise _bad("messages", "'messages' must contain at least one message.")
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict):
+            raise _bad(f"messages[{i}]", f"'messages[{i}]' must be an object.")
+        role = m.get("role")
+        if role not in ROLES:
+            raise _bad(
+                f"messages[{i}].role",
+                f"'messages[{i}].role' must be one of {', '.join(sorted(ROLES))}; got {role!r}.",
+            )
+        content = m.get("content")
+        if content is not None and not isinstance(content, (str, list)):
+            raise _bad(
+                f"messages[{i}].content",
+                f"'messages[{i}].content' must be a string, an array of content parts or null.",
+            )
+        if isinstance(content, list):
+            for j, part in enumerate(content):
+                if not isinstance(part, dict) or not isinstance(part.get("type"), str):
+                    raise _bad(
+                        f"messages[{i}].content[{j}]",
+                        f"'messages[{i}].content[{j}]' must be an object with a string 'type'.",
+                    )
+        if content is None and role in ("user", "system", "developer"):
+            raise _bad(f"messages[{i}].content", f"'messages[{i}].content' is required for role '{role}'.")
+    for name, lo, hi in _NUMBER_RANGES:
+        v = body.get(name)
+        if v is not None and (not _is_number(v) or not lo <= v <= hi):
+            raise _bad(name, f"'{name}' must be a number between {lo:g} and {hi:g}; got {v!r}.")
+    for name in _POSITIVE_INTS:
+        v = body.get(name)
+        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
+            raise _bad(name, f"'{name}' must be an integer >= 1; got {v!r}.")
+    stream = body.get("stream")
+    if stream is not None and not isinstance(stream, bool):
+        raise _bad("stream", f"'stream' must be a boolean; got {stream!r}.")
+    so = body.get("stream_options")
+    if so is not None and (not isinstance(so, dict) or not isinstance(so.get("include_usage", False), bool)):
+        raise _bad("stream_options", "'stream_options' must be an object like {\"include_usage\": true}.")
+    stop = body.get("stop")
+    if stop is not None and not (
+        isinstance(stop, str)
+        or (isinstance(stop, list) and len(stop) <= 4 and all(isinstance(s, str) for s in stop))
+    ):
+        raise _bad("stop", "'stop' must be a string or an array of up to 4 strings.")
+    _validate_tools(body)
+    rf = body.get("response_format")
+    if rf is not None and (not isinstance(rf, dict) or rf.get("type") not in RESPONSE_FORMATS):
+        raise _bad(
+            "response_format.type",
+            f"'response_format.type' must be one of {', '.join(sorted(RESPONSE_FORMATS))}.",
+        )
+
+
+def _validate_tools(body: dict[str, Any]) -> None:
+    tools = body.get("tools")
+    if tools is not None:
+        if not isinstance(tools, list):
+            raise _bad("tools", "'tools' must be an array of tool definitions.")
+        for i, t in enumerate(tools):
+            fn = t.get("function") if isinstance(t, dict) else None
+            if not isinstance(t, dict) or t.get("type", "function") != "function" or not isinstance(fn, dict):
+                raise _bad(
+                    f"tools[{i}]", f'\'tools[{i}]\' must be {{"type": "function", "function": {{...}}}}.'
+                )
+            if not isinstance(fn.get("name"), str) or not fn["name"]:
+                raise _bad(
+                    f"tools[{i}].function.name", f"'tools[{i}].function.name' must be a non-empty string."
+                )
+    tc = body.get("tool_choice")
+    if tc is None:
+        return
+    if isinstance(tc, str):
+        if tc not in TOOL_CHOICES:
+            raise _bad(
+                "tool_choice",
+                f"'tool_choice' must be one of none, auto, required or a function object; got {tc!r}.",
+            )
+    elif not (
+        isinstance(tc, dict)
+        and tc.get("type") == "function"
+        and isinstance((tc.get("function") or {}).get("name"), str)
+    ):
+        raise _bad(
+            "tool_choice", '\'tool_choice\' object must be {"type": "function", "function": {"name": ...}}.'
+        )

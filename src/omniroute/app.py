@@ -1,0 +1,106 @@
+"""``create_app(config)`` → the ASGI application (one :class:`~omniroute.gateway.Gateway`, no globals).
+
+The ``/v1`` hot path is a dict of plain ASGI handlers that write to ``send`` themselves; everything
+else (management API, health, metrics, OpenAPI at ``/openapi.json``) is a FastAPI app mounted behind
+them (DESIGN "Built on"). The app owns its lifespan: the gateway starts on ``lifespan.startup`` and
+flushes and closes on ``lifespan.shutdown``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+from omniroute.api import anthropic_surface, gemini_surface, openai, responses_surface
+from omniroute.api.admin import build_admin_app
+from omniroute.api.asgi import Receive, Scope, Send, send_json
+from omniroute.config import Config
+from omniroute.gateway import Gateway
+
+log = logging.getLogger("omniroute")
+
+GwHandler = Callable[[Gateway, Scope, Receive, Send], Awaitable[None]]
+
+
+class OmniRouteApp:
+    """The ASGI callable. ``gateway`` is available for tests and the CLI."""
+
+    def __init__(self, config: Config) -> None:
+        self.gateway = Gateway(config)
+        self.admin = build_admin_app(self.gateway)
+        self.post_routes: dict[str, GwHandler] = {
+            "/v1/chat/completions": openai.chat_completions,
+            "/chat/completions": openai.chat_completions,
+        }
+        self.post_routes.update(anthropic_surface.ROUTES)
+        self.post_routes.update(responses_surface.ROUTES)
+        self.started = False
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        kind = scope["type"]
+        if kind == "http":
+            path: str = scope["path"]
+            method: str = scope["method"]
+            if method == "POST":
+                handler = self.post_routes.get(path)
+                if handler is not None:
+                    await handler(self.gateway, scope, receive, send)
+                    return
+                if gemini_surface.matches(path):
+                    await gemini_surface.handle(self.gateway, scope, receive, send)
+                    return
+            elif method == "GET" and (path == "/v1/models" or path.startswith("/v1/models/")):
+                await openai.list_models(self.gateway, scope, receive, send)
+                return
+            await self.admin(scope, receive, send)
+        elif kind == "lifespan":
+            await self._lifespan(receive, send)
+        else:  # websocket: not served
+            await send({"type": "websocket.close", "code": 1003})
+
+    async def start(self) -> None:
+        """Start the gateway (idempotent); used by the lifespan and by in-process tests."""
+        if not self.started:
+            await self.gateway.start()
+            self.started = True
+
+    async def stop(self) -> None:
+        if self.started:
+            await self.gateway.stop()
+            self.started = False
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            msg = await receive()
+            if msg["type"] == "lifespan.startup":
+                try:
+                    await self.start()
+                except Exception as exc:
+                    log.exception("start-up failed")
+                    await send({"type": "lifespan.startup.failed", "message": str(exc)})
+                    return
+                await send({"type": "lifespan.startup.complete"})
+            elif msg["type"] == "lifespan.shutdown":
+                await self.stop()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+
+def create_app(config: Config | None = None) -> OmniRouteApp:
+    """Build the ASGI app for ``config`` (defaults when ``None``)."""
+    return OmniRouteApp(config or Config())
+
+
+async def not_found(scope: Scope, receive: Receive, send: Send) -> None:
+    await send_json(
+        send,
+        404,
+        {
+            "error": {
+                "message": f"No route {scope['path']}",
+                "type": "invalid_request_error",
+                "code": "not_found",
+                "param": None,
+            }
+        },
+    )

@@ -1,0 +1,207 @@
+"""Start-up wiring: config objects into the store (OPS-2: config wins over stored copies of the same
+id), the catalog with overrides and custom providers (PROV-2), the adapters per wire format (PROV-1)
+and the resilience ladder from ``resilience`` settings (RESIL-1 … RESIL-3).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from omniroute.config import Config, ProviderConfig, thaw
+from omniroute.providers.catalog import Catalog, ModelOverride, ProviderOverride
+from omniroute.providers.openai_format import OpenAIAdapter
+from omniroute.resilience.breaker import BreakerSettings
+from omniroute.resilience.cooldown import CooldownSettings
+from omniroute.resilience.ladder import Resilience
+from omniroute.resilience.lockout import LockoutSettings
+from omniroute.state.base import RoutingState, SystemClock
+from omniroute.typing import ProviderAdapter
+from omniroute.values import Connection
+
+if TYPE_CHECKING:
+    from omniroute.simulated import SimulatedFleet
+    from omniroute.store import Store
+
+log = logging.getLogger("omniroute")
+
+
+def adapters() -> dict[str, ProviderAdapter]:
+    """One adapter per wire format (PROV-1)."""
+    out: dict[str, ProviderAdapter] = {"openai": OpenAIAdapter()}
+    try:
+        from omniroute.providers.anthropic_format import AnthropicAdapter
+        from omniroute.providers.gemini_format import GeminiAdapter
+
+        out["anthropic"] = AnthropicAdapter()
+        out["gemini"] = GeminiAdapter()
+    except ImportError:  # pragma: no cover - formats land independently
+        pass
+    return out
+
+
+def build_resilience(config: Config, state: RoutingState) -> Resilience:
+    """The ladder with the configured RESIL-1/2/3 settings."""
+    r = config.resilience
+    return Resilience(
+        state,
+        SystemClock(),
+        BreakerSettings(
+            failure_threshold=r.circuit_breaker.failure_threshold,
+            reset_timeout_s=r.circuit_breaker.reset_timeout_s,
+            half_open_probes=r.circuit_breaker.half_open_probes,
+        ),
+        CooldownSettings(base_s=r.cooldown.base_s, max_s=r.cooldown.max_s, max_hint_s=r.cooldown.max_hint_s),
+        LockoutSettings(base_s=r.lockout.base_s, max_s=r.lockout.max_s),
+    )
+
+
+def provider_override(p: ProviderConfig) -> ProviderOverride:
+    """Config provider → catalog override (PROV-2)."""
+    return ProviderOverride(
+        id=p.id,
+        format=p.format,
+        base_url=p.base_url,
+        name=p.name,
+        aliases=p.aliases,
+        models=tuple(
+            ModelOverride(
+                id=m.id,
+                input_price=m.input_price,
+                output_price=m.output_price,
+                context_window=m.context_window,
+                max_output_tokens=m.max_output_tokens,
+                capabilities=tuple(sorted(m.capabilities)) if m.capabilities is not None else None,
+                tier=m.tier,
+                name=m.name,
+            )
+            for m in p.models
+        ),
+    )
+
+
+def _node_override(node: dict[str, Any]) -> ProviderOverride:
+    models = tuple(
+        ModelOverride(
+            id=m["id"],
+            input_price=m.get("input_price"),
+            output_price=m.get("output_price"),
+            context_window=m.get("context_window"),
+            max_output_tokens=m.get("max_output_tokens"),
+            capabilities=tuple(m["capabilities"]) if m.get("capabilities") is not None else None,
+            tier=m.get("tier"),
+            name=m.get("name"),
+        )
+        for m in node.get("models") or ()
+    )
+    return ProviderOverride(
+        id=node["id"],
+        format=node.get("format"),
+        base_url=node.get("base_url"),
+        name=node.get("name"),
+        aliases=tuple(node.get("aliases") or ()),
+        models=models,
+    )
+
+
+def build_catalog(
+    config: Config, nodes: Iterable[dict[str, Any]], simulated: SimulatedFleet | None
+) -> Catalog:
+    """Built-in catalog + stored provider nodes + config providers (config wins) + simulated ones."""
+    cat = Catalog.builtin()
+    by_id = {n["id"]: _node_override(n) for n in nodes}
+    for p in config.providers:
+        by_id[p.id] = provider_override(p)
+    if by_id:
+        cat = cat.with_overrides(by_id.values())
+    if simulated is not None:
+        cat = Catalog([*cat.providers, *simulated.providers])
+    return cat
+
+
+def connection_from_config(c: Any) -> Connection:
+    """Config connection → value object (PROV-3)."""
+    return Connection(
+        id=c.id,
+        provider=c.provider,
+        name=c.name or c.id,
+        auth_type=c.auth_type,
+        api_key=c.api_key,
+        access_token=c.access_token,
+        expires_at=c.expires_at,
+        base_url=c.base_url,
+        default_model=c.default_model,
+        priority=c.priority,
+        is_active=c.is_active,
+        account_tier=c.account_tier,
+        max_concurrent=c.max_concurrent,
+        tags=tuple(c.tags),
+    )
+
+
+async def load_config_into_store(config: Config, store: Store) -> None:
+    """Write config-declared objects into the store; config wins over stored copies (OPS-2)."""
+    for p in config.providers:
+        await store.upsert_provider_node(
+            {
+                "id": p.id,
+                "format": p.format,
+                "base_url": p.base_url,
+                "name": p.name,
+                "aliases": list(p.aliases),
+                "models": [
+                    {
+                        k: (sorted(v) if isinstance(v, frozenset) else v)
+                        for k, v in (
+                            ("id", m.id),
+                            ("name", m.name),
+                            ("input_price", m.input_price),
+                            ("output_price", m.output_price),
+                            ("context_window", m.context_window),
+                            ("max_output_tokens", m.max_output_tokens),
+                            ("capabilities", m.capabilities),
+                            ("tier", m.tier),
+                        )
+                    }
+                    for m in p.models
+                ],
+            }
+        )
+    for c in config.connections:
+        await store.upsert_connection(connection_from_config(c))
+    for k in config.api_keys:
+        if k.key:
+            await store.upsert_api_key_from_config(k.name, k.key, list(k.allowed_models), k.budget_usd)
+    for combo in config.combos:
+        await store.upsert_combo_by_name(
+            {
+                "name": combo.name,
+                "strategy": combo.strategy,
+                "description": combo.description,
+                "enabled": combo.enabled,
+                "config": thaw(combo.config),
+                "targets": [
+                    {
+                        k: v
+                        for k, v in (
+                            ("model", t.model),
+                            ("combo_ref", t.combo_ref),
+                            ("connection_id", t.connection_id),
+                            ("weight", t.weight),
+                            ("priority", t.priority),
+                            ("timeout_s", t.timeout_s),
+                            ("tags", list(t.tags) or None),
+                        )
+                        if v is not None
+                    }
+                    for t in combo.targets
+                ],
+            }
+        )
+    for m in config.model_combo_mappings:
+        await store.upsert_mapping_from_config(m.pattern, m.combo, m.priority, m.enabled, m.description or "")
+    for model, entries in config.fallback_chains.items():
+        await store.set_chain(
+            model, [{"provider": e.provider, "priority": e.priority, "enabled": e.enabled} for e in entries]
+        )

@@ -1,0 +1,325 @@
+"""The one ``Gateway`` object per process: owns the store, the routing snapshot, the routing state, the
+upstream client and the background writers, and serves one request from model string to outcome.
+
+No module globals (DESIGN house style 8): ``create_app`` builds one ``Gateway`` and every surface
+reaches it through the ASGI app.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from omniroute import bootstrap
+from omniroute.config import Config
+from omniroute.errors import AuthenticationFailed, BudgetExceeded, PermissionDenied
+from omniroute.observe.batch import BatchWriter
+from omniroute.providers.catalog import Catalog
+from omniroute.providers.upstream import AttemptTimeouts, UpstreamClient
+from omniroute.routing.decision import Decision
+from omniroute.routing.engine import Engine, Outcome, RetrySettings, StreamOutcome
+from omniroute.routing.plan import Planner
+from omniroute.routing.registry import Registry
+from omniroute.routing.resolve import resolve
+from omniroute.simulated import SAMPLE_COMBO, SimulatedFleet
+from omniroute.state.memory import MemoryRoutingState
+from omniroute.store import Store, hash_key
+from omniroute.typing import ProviderAdapter
+from omniroute.values import Candidate, ChatRequest, Usage
+
+log = logging.getLogger("omniroute")
+
+DECISIONS_IN_MEMORY = 10_000
+
+
+class Gateway:
+    """Process-wide services. Call :meth:`start` once inside the event loop and :meth:`stop` at exit."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.store: Store | None = None
+        self.client = UpstreamClient(
+            AttemptTimeouts(
+                connect_s=config.resilience.timeouts.connect_s,
+                ttft_s=config.resilience.timeouts.ttft_s,
+                idle_s=config.resilience.timeouts.idle_s,
+                total_s=config.resilience.timeouts.total_s,
+            )
+        )
+        self.state = MemoryRoutingState()
+        self.resilience = bootstrap.build_resilience(config, self.state)
+        self.adapters: dict[str, ProviderAdapter] = bootstrap.adapters()
+        self.engine = Engine(
+            client=self.client,
+            resilience=self.resilience,
+            adapters=self.adapters,
+            retries=RetrySettings(
+                per_target=config.resilience.retries.per_target,
+                max_attempts=config.resilience.retries.max_attempts,
+                total_s=config.resilience.timeouts.total_s,
+            ),
+            timeouts=self.client.timeouts,
+        )
+        self.catalog: Catalog = Catalog.builtin()
+        self.registry = Registry.build(self.catalog, ())
+        self.planner = Planner(self)
+        self.simulated: SimulatedFleet | None = None
+        self.keys_by_hash: dict[str, dict[str, Any]] = {}
+        self.usage: BatchWriter[dict[str, Any]] | None = None
+        self.decision_writer: BatchWriter[tuple[str, float, dict[str, Any]]] | None = None
+        self.decisions: OrderedDict[str, Decision] = OrderedDict()
+        self.started_at = time.time()
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Open the store (migrations), load config objects into it, start simulated providers when
+        nothing is configured, build the routing snapshot and start the background writers."""
+        data_dir = data_dir_for(self.config.database_url)
+        self.store = await Store.open(self.config.database_url, data_dir=data_dir)
+        await bootstrap.load_config_into_store(self.config, self.store)
+        if not self.config.connections and not await self.store.list_connections():
+            self.simulated = SimulatedFleet()
+            await self.simulated.start()
+            log.warning(
+                "simulated mode: no providers configured; serving %d built-in simulated providers (%s)",
+                len(self.simulated.providers),
+                ", ".join(self.simulated.provider_ids),
+            )
+        await self.refresh()
+        self.usage = BatchWriter(self._write_usage, name="usage")
+        self.usage.start()
+        self.decision_writer = BatchWriter(self.store.save_decisions, name="decisions")
+        self.decision_writer.start()
+
+    async def stop(self) -> None:
+        """Flush usage and decisions (nothing lost), close the upstream client, the simulated fleet and
+        the store."""
+        if self.usage is not None:
+            await self.usage.stop()
+        if self.decision_writer is not None:
+            await self.decision_writer.stop()
+        await self.client.close()
+        if self.simulated is not None:
+            await self.simulated.stop()
+        if self.store is not None:
+            await self.store.close()
+
+    async def refresh(self) -> None:
+        """Rebuild the in-memory routing snapshot from the store (after any management edit)."""
+        assert self.store is not None
+        self.catalog = bootstrap.build_catalog(
+            self.config, await self.store.list_provider_nodes(), self.simulated
+        )
+        conns = await self.store.list_connections()
+        combos = await self.store.list_combos()
+        if self.simulated is not None:
+            conns = conns + self.simulated.connections()
+            if not any(c["name"] == SAMPLE_COMBO for c in combos):
+                combos.append(self.simulated.sample_combo())
+        self.registry = Registry.build(
+            self.catalog,
+            conns,
+            await self.store.list_chains(),
+            combos,
+            await self.store.list_mappings(),
+            version=self.registry.version + 1,
+        )
+        self.keys_by_hash = {k["key_hash"]: k for k in await self.store.api_keys_for_auth()}
+
+    async def state_ready(self) -> bool:
+        """Whether the routing-state store answers (OBS-4); the in-process backend always does."""
+        return True
+
+    @property
+    def max_body_bytes(self) -> int:
+        """``server.max_body_mb`` in bytes (413 above it)."""
+        return int(self.config.server.max_body_mb * 1024 * 1024)
+
+    def model_list(self) -> list[dict[str, Any]]:
+        """Every routable id for ``GET /v1/models`` (API-2): connected ``provider/model`` ids, combos with
+        ``context_length``/``max_output_tokens`` = MAX over their targets, and the auto ids."""
+        reg = self.registry
+        out: list[dict[str, Any]] = []
+        for p, m in reg.routable_models():
+            item = {
+                "id": f"{p.id}/{m.id}",
+                "object": "model",
+                "created": 0,
+                "owned_by": "simulated" if p.simulated else p.id,
+                "context_length": m.context_window,
+                "max_output_tokens": m.max_output_tokens,
+            }
+            if p.simulated:
+                item["simulated"] = True
+            out.append(item)
+        from omniroute.routing.combos import combo_limits
+
+        for name, combo in reg.combos.items():
+            ctx, mo = combo_limits(self, combo)
+            out.append(
+                {
+                    "id": name,
+                    "object": "model",
+                    "created": 0,
+                    "owned_by": "combo",
+                    "context_length": ctx,
+                    "max_output_tokens": mo,
+                    "strategy": combo.get("strategy"),
+                }
+            )
+        out.extend(self.auto_models())
+        return out
+
+    def auto_models(self) -> list[dict[str, Any]]:
+        """``auto`` and its advertised variants (AUTO-1); empty until auto routing is available."""
+        return []
+
+    # -- auth --------------------------------------------------------------------------------
+    def authenticate(
+        self, headers: Mapping[str, str], *, allow_x_api_key: bool = False
+    ) -> dict[str, Any] | None:
+        """The API key record for the request, or ``None`` when keys are not required.
+
+        Raises :class:`AuthenticationFailed` (401) for a missing or unknown key when
+        ``server.require_api_key`` is on, or for an unknown key presented anyway (API-8).
+        """
+        key = None
+        auth = headers.get("authorization")
+        if auth and auth[:7].lower() == "bearer ":
+            key = auth[7:].strip()
+        elif allow_x_api_key:
+            key = headers.get("x-api-key") or headers.get("x-goog-api-key")
+        if not key:
+            if self.config.server.require_api_key:
+                raise AuthenticationFailed("Missing API key: send 'Authorization: Bearer <key>'.")
+            return None
+        rec = self.keys_by_hash.get(hash_key(key))
+        if rec is None:
+            if self.config.server.require_api_key:
+                raise AuthenticationFailed("Invalid API key.")
+            return None
+        return rec
+
+    @staticmethod
+    def check_key_allows(rec: dict[str, Any] | None, model: str) -> None:
+        """Per-key model allowlist (403) and budget (402) checks (API-8)."""
+        if rec is None:
+            return
+        import fnmatch
+
+        allowed = rec.get("allowed_models") or ["*"]
+        if not any(fnmatch.fnmatchcase(model.lower(), str(p).lower()) for p in allowed):
+            raise PermissionDenied(
+                f"This API key may not use model '{model}' (allowed: {', '.join(allowed)}).", param="model"
+            )
+        budget = rec.get("budget_usd")
+        if budget is not None and float(rec.get("spent_usd") or 0) >= float(budget):
+            raise BudgetExceeded(f"This API key has spent its budget of ${float(budget):.2f}.")
+
+    # -- requests ----------------------------------------------------------------------------
+    def new_request_id(self) -> str:
+        return "req_" + uuid.uuid4().hex[:24]
+
+    async def execute(self, req: ChatRequest) -> tuple[Outcome | StreamOutcome, Decision]:
+        """Resolve ``req.model``, order candidates and run the attempt loop (SPEC §4, §5).
+
+        Returns the outcome and the decision; raises a :class:`~omniroute.errors.GatewayError`."""
+        decision = Decision(request_id=req.request_id, requested_model=req.model)
+        plan = resolve(self.registry, req.model)
+        decision.route = plan.route
+        candidates, opts = await self.planner.candidates(plan, req, decision)
+        try:
+            out = await self.engine.run(
+                req,
+                candidates,
+                decision,
+                max_attempts=opts.max_attempts,
+                per_target=opts.per_target,
+                on_success=opts.on_success,
+            )
+        finally:
+            self.remember(decision)
+        return out, decision
+
+    def remember(self, decision: Decision) -> None:
+        """Keep the decision for ``GET /api/routing/decisions/{id}`` (OBS-2)."""
+        self.decisions[decision.request_id] = decision
+        if len(self.decisions) > DECISIONS_IN_MEMORY:
+            self.decisions.popitem(last=False)
+        if self.decision_writer is not None:
+            self.decision_writer.put((decision.request_id, decision.ts, decision.to_dict()))
+
+    async def get_decision(self, request_id: str) -> dict[str, Any] | None:
+        d = self.decisions.get(request_id)
+        if d is not None:
+            return d.to_dict()
+        assert self.store is not None
+        return await self.store.get_decision(request_id)
+
+    def record_usage(
+        self,
+        req: ChatRequest,
+        decision: Decision,
+        *,
+        status: int,
+        cand: Candidate | None,
+        usage: Usage | None,
+        latency_ms: float,
+        ttft_ms: float | None,
+        error: str | None = None,
+    ) -> None:
+        """Queue one usage-log row (OBS-1); cost from catalog prices (USD per 1M tokens)."""
+        if self.usage is None:
+            return
+        u = usage or Usage()
+        cost = u.cost_usd(cand.model) if cand is not None else 0.0
+        self.usage.put(
+            {
+                "ts": time.time(),
+                "request_id": req.request_id,
+                "api_key_id": req.api_key_id,
+                "requested_model": req.model,
+                "provider": cand.provider.id if cand else None,
+                "model": cand.model.id if cand else None,
+                "connection_id": cand.connection.id if cand else None,
+                "strategy": decision.strategy,
+                "attempts": len(decision.attempts),
+                "status": status,
+                "latency_ms": latency_ms,
+                "ttft_ms": ttft_ms,
+                "prompt_tokens": u.prompt_tokens,
+                "completion_tokens": u.completion_tokens,
+                "cached_tokens": u.cached_tokens,
+                "cost_usd": cost,
+                "error": error,
+                "stream": req.stream,
+            }
+        )
+        if req.api_key_id and cost:
+            rec = next((r for r in self.keys_by_hash.values() if r["id"] == req.api_key_id), None)
+            if rec is not None:
+                rec["spent_usd"] = float(rec.get("spent_usd") or 0) + cost
+
+    async def _write_usage(self, rows: list[dict[str, Any]]) -> None:
+        """Usage sink: one batch insert, then each key's spend added once per batch (API-8 budgets)."""
+        assert self.store is not None
+        await self.store.write_usage(rows)
+        spend: dict[str, float] = {}
+        for r in rows:
+            if r.get("api_key_id") and r.get("cost_usd"):
+                spend[r["api_key_id"]] = spend.get(r["api_key_id"], 0.0) + float(r["cost_usd"])
+        for key_id, usd in spend.items():
+            await self.store.add_spend(key_id, usd)
+
+
+def data_dir_for(database_url: str) -> str | None:
+    if database_url.startswith("sqlite"):
+        path = database_url.split("///", 1)[-1]
+        if path and path != ":memory:":
+            return str(Path(path).expanduser().resolve().parent)
+    return None

@@ -1,0 +1,98 @@
+"""A batched background writer: rows are queued on the hot path and written off it (OBS-1).
+
+``put`` never blocks and never touches the database; a background task drains the queue in batches
+(up to ``max_batch`` rows or every ``interval_s`` seconds) into ``sink``. ``stop`` flushes everything
+still queued, so nothing is lost on shutdown. A failing sink is retried with backoff and rows are
+kept (bounded by ``max_pending``; past that the oldest are dropped with a logged count).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+log = logging.getLogger("omniroute.observe")
+
+
+class BatchWriter(Generic[T]):
+    """Queue rows and write them in batches. ``sink(rows)`` persists one batch (e.g. one transaction)."""
+
+    def __init__(
+        self,
+        sink: Callable[[list[T]], Awaitable[None]],
+        *,
+        name: str,
+        max_batch: int = 500,
+        interval_s: float = 0.25,
+        max_pending: int = 100_000,
+    ) -> None:
+        self._sink = sink
+        self._name = name
+        self._max_batch = max_batch
+        self._interval_s = interval_s
+        self._pending: deque[T] = deque(maxlen=max_pending)
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+        self.written = 0
+        self.dropped = 0
+
+    def put(self, row: T) -> None:
+        """Queue one row; O(1), never blocks (hot path)."""
+        if len(self._pending) == self._pending.maxlen:
+            self.dropped += 1
+        self._pending.append(row)
+        if len(self._pending) >= self._max_batch:
+            self._wake.set()
+
+    def start(self) -> None:
+        """Start the background task on the running loop."""
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(
+                self._run(), name=f"batch-writer-{self._name}"
+            )
+
+    async def flush(self) -> None:
+        """Write everything queued now (used by tests and on shutdown)."""
+        while self._pending:
+            batch = [self._pending.popleft() for _ in range(min(self._max_batch, len(self._pending)))]
+            await self._sink(batch)
+            self.written += len(batch)
+
+    async def _run(self) -> None:
+        delay = self._interval_s
+        while not self._stopping:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout=self._interval_s)
+            self._wake.clear()
+            try:
+                await self.flush()
+                delay = self._interval_s
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception(
+                    "%s writer: batch failed; %d rows kept for retry", self._name, len(self._pending)
+                )
+                delay = min(delay * 2, 5.0)
+                await asyncio.sleep(delay)
+
+    async def stop(self) -> None:
+        """Stop the task and flush what is left (nothing is lost on a clean shutdown)."""
+        self._stopping = True
+        self._wake.set()
+        if self._task is not None:
+            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(self._task, timeout=10)
+            self._task = None
+        try:
+            await self.flush()
+        except Exception:
+            log.exception("%s writer: final flush failed; %d rows lost", self._name, len(self._pending))
+        if self.dropped:
+            log.warning("%s writer: %d rows dropped because the queue was full", self._name, self.dropped)

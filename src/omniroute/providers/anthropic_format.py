@@ -1,0 +1,523 @@
+"""The Anthropic Messages adapter (PROV-1, DESIGN house style 3): ``POST {base_url}/v1/messages``.
+
+Pure: no I/O, no globals, no retries. Builds the upstream request from the canonical (OpenAI chat)
+body — or, for an Anthropic client, sends the client's own body unchanged except ``model`` and
+``stream`` (same-format pass-through) — parses ``message`` responses and the Messages stream into
+canonical ``chat.completion`` / ``chat.completion.chunk`` objects, and classifies errors with
+:func:`~omniroute.resilience.classify.classify_http` (``rate_limit_error`` → RateLimited,
+``overloaded_error``/529 → Overloaded, …).
+
+Shapes follow Anthropic's Messages API reference (https://docs.anthropic.com/en/api/messages and
+…/messages-streaming): ``system`` is top-level; tool calls are ``tool_use`` blocks in assistant turns
+and tool results are ``tool_result`` blocks in the next user turn; ``max_tokens`` is required;
+``stop_reason`` is ``end_turn | stop_sequence | max_tokens | tool_use | refusal | pause_turn``;
+``usage.input_tokens`` excludes cache reads and writes (``cache_read_input_tokens``,
+``cache_creation_input_tokens``), whereas the canonical ``prompt_tokens`` includes them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+from omniroute.errors import StreamBroken, UpstreamError
+from omniroute.providers.openai_format import base_url_for
+from omniroute.resilience.classify import classify_http, error_from_payload
+from omniroute.translate._common import (
+    DEFAULT_MAX_TOKENS,
+    EFFORT_BUDGETS,
+    NATIVE,
+    chunk,
+    dumps,
+    loads_object,
+    new_id,
+    now_s,
+    parse_data_url,
+    sse_frame,
+    usage_dict,
+)
+from omniroute.typing import UpstreamRequest
+from omniroute.values import Candidate, ChatRequest
+
+ANTHROPIC_VERSION = "2023-06-01"
+"""The ``anthropic-version`` header sent upstream unless an Anthropic client sent its own."""
+
+MIN_THINKING_BUDGET = 1024
+"""Anthropic's smallest ``thinking.budget_tokens``."""
+
+FINISH_REASONS: dict[str, str] = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "pause_turn": "stop",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "tool_use": "tool_calls",
+    "refusal": "content_filter",
+}
+"""Anthropic ``stop_reason`` → canonical ``finish_reason``."""
+
+_TOOL_CHOICES: dict[str, dict[str, Any]] = {
+    "auto": {"type": "auto"},
+    "none": {"type": "none"},
+    "required": {"type": "any"},
+}
+
+
+def messages_url(base_url: str) -> str:
+    """``{base}/v1/messages``, without doubling ``/v1`` when the base already ends with it."""
+    base = base_url.rstrip("/")
+    return f"{base}/messages" if base.endswith("/v1") else f"{base}/v1/messages"
+
+
+# -- canonical → Anthropic request ------------------------------------------------------------------
+
+
+def _text_block(part: Mapping[str, Any], text: str) -> dict[str, Any]:
+    block: dict[str, Any] = {"type": "text", "text": text}
+    if part.get("cache_control"):
+        block["cache_control"] = part["cache_control"]
+    return block
+
+
+def _image_block(url: str) -> dict[str, Any]:
+    data = parse_data_url(url)
+    if data is not None:
+        return {"type": "image", "source": {"type": "base64", "media_type": data[0], "data": data[1]}}
+    return {"type": "image", "source": {"type": "url", "url": url}}
+
+
+def _content_blocks(content: Any) -> list[dict[str, Any]]:
+    """OpenAI content (string or parts: text, image_url, file) → Anthropic content blocks."""
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content else []
+    blocks: list[dict[str, Any]] = []
+    for part in content if isinstance(content, list) else ():
+        if not isinstance(part, dict):
+            continue
+        kind = part.get("type")
+        if kind == "text" and part.get("text"):
+            blocks.append(_text_block(part, str(part["text"])))
+        elif kind == "image_url":
+            img = part.get("image_url")
+            url = img.get("url") if isinstance(img, dict) else img
+            if isinstance(url, str) and url:
+                blocks.append(_image_block(url))
+        elif kind == "file":
+            f = part.get("file") or {}
+            data = parse_data_url(str(f.get("file_data") or ""))
+            if data is not None:
+                blocks.append(
+                    {"type": "document", "source": {"type": "base64", "media_type": data[0], "data": data[1]}}
+                )
+    return blocks
+
+
+def _assistant_blocks(msg: Mapping[str, Any]) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = [
+        dict(b)
+        for b in msg.get("thinking_blocks") or ()
+        if isinstance(b, dict) and b.get("type") in ("thinking", "redacted_thinking")
+    ]
+    blocks += _content_blocks(msg.get("content"))
+    for tc in msg.get("tool_calls") or ():
+        fn = tc.get("function") or {}
+        blocks.append(
+            {
+                "type": "tool_use",
+                "id": tc.get("id") or new_id("toolu_"),
+                "name": fn.get("name") or "",
+                "input": loads_object(fn.get("arguments")),
+            }
+        )
+    return blocks
+
+
+def _tool_result(msg: Mapping[str, Any]) -> dict[str, Any]:
+    content = msg.get("content")
+    result: Any = content if isinstance(content, str) else _content_blocks(content)
+    return {"type": "tool_result", "tool_use_id": msg.get("tool_call_id") or "", "content": result}
+
+
+def _append(out: list[dict[str, Any]], role: str, blocks: list[dict[str, Any]]) -> None:
+    """Add a turn, merging into the previous one of the same role (Anthropic requires alternation)."""
+    if not blocks:
+        return
+    if out and out[-1]["role"] == role:
+        out[-1]["content"].extend(blocks)
+    else:
+        out.append({"role": role, "content": blocks})
+
+
+def to_anthropic_messages(messages: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Canonical messages → ``(system blocks, messages)``.
+
+    system/developer messages go to ``system``; assistant ``tool_calls`` become ``tool_use`` blocks;
+    tool messages become ``tool_result`` blocks of one user turn (consecutive ones merged, and
+    placed before any text of that turn, as Anthropic requires)."""
+    system: list[dict[str, Any]] = []
+    out: list[dict[str, Any]] = []
+    for m in messages if isinstance(messages, list) else ():
+        if not isinstance(m, dict):
+            continue
+        role = m.get("role")
+        if role in ("system", "developer"):
+            system += _content_blocks(m.get("content"))
+        elif role == "user":
+            _append(out, "user", _content_blocks(m.get("content")))
+        elif role == "assistant":
+            _append(out, "assistant", _assistant_blocks(m))
+        elif role in ("tool", "function"):
+            _append(out, "user", [_tool_result(m)])
+    for turn in out:
+        if turn["role"] == "user":
+            turn["content"].sort(key=lambda b: b.get("type") != "tool_result")
+    return system, out
+
+
+def _tools(tools: Any) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for t in tools if isinstance(tools, list) else ():
+        fn = t.get("function") if isinstance(t, dict) else None
+        if not isinstance(fn, dict) or not fn.get("name"):
+            continue
+        tool: dict[str, Any] = {
+            "name": fn["name"],
+            "input_schema": fn.get("parameters") or {"type": "object", "properties": {}},
+        }
+        if fn.get("description"):
+            tool["description"] = fn["description"]
+        out.append(tool)
+    return out
+
+
+def _tool_choice(choice: Any, parallel: Any) -> dict[str, Any] | None:
+    tc: dict[str, Any] | None = None
+    if isinstance(choice, str):
+        tc = dict(_TOOL_CHOICES.get(choice, {"type": "auto"}))
+    elif isinstance(choice, dict):
+        name = (choice.get("function") or {}).get("name") or choice.get("name")
+        tc = {"type": "tool", "name": name} if name else {"type": "auto"}
+    if parallel is False:
+        tc = tc or {"type": "auto"}
+        if tc["type"] != "none":
+            tc["disable_parallel_tool_use"] = True
+    return tc
+
+
+def to_anthropic_request(body: Mapping[str, Any], cand: Candidate) -> dict[str, Any]:
+    """Canonical chat body → Anthropic Messages body (without ``model``/``stream``; the caller sets them).
+
+    ``max_tokens`` = ``max_completion_tokens`` / ``max_tokens`` / the catalog's ``max_output_tokens`` /
+    4096; ``stop`` → ``stop_sequences``; ``temperature`` is clamped to Anthropic's [0, 1];
+    ``reasoning_effort`` → ``thinking`` with a budget from :data:`EFFORT_BUDGETS` (omitted when the
+    budget would not fit under ``max_tokens`` or a tool is forced, which Anthropic rejects)."""
+    system, messages = to_anthropic_messages(body.get("messages"))
+    out: dict[str, Any] = {"messages": messages}
+    if system:
+        plain = all(set(b) == {"type", "text"} for b in system)
+        out["system"] = "\n\n".join(b["text"] for b in system) if plain else system
+    max_tokens = body.get("max_completion_tokens") or body.get("max_tokens") or cand.model.max_output_tokens
+    out["max_tokens"] = int(max_tokens or DEFAULT_MAX_TOKENS)
+    stop = body.get("stop")
+    if stop:
+        out["stop_sequences"] = [stop] if isinstance(stop, str) else list(stop)
+    if isinstance(body.get("temperature"), int | float):
+        out["temperature"] = min(float(body["temperature"]), 1.0)
+    if isinstance(body.get("top_p"), int | float):
+        out["top_p"] = body["top_p"]
+    tools = _tools(body.get("tools"))
+    if tools:
+        out["tools"] = tools
+        tc = _tool_choice(body.get("tool_choice"), body.get("parallel_tool_calls"))
+        if tc is not None:
+            out["tool_choice"] = tc
+    effort = body.get("reasoning_effort")
+    if isinstance(effort, str) and effort in EFFORT_BUDGETS:
+        budget = min(EFFORT_BUDGETS[effort], out["max_tokens"] - 1)
+        forced = out.get("tool_choice", {}).get("type") in ("any", "tool")
+        if budget >= MIN_THINKING_BUDGET and not forced:
+            out["thinking"] = {"type": "enabled", "budget_tokens": budget}
+            out.pop("temperature", None)
+            out.pop("top_p", None)
+    if isinstance(body.get("user"), str) and body["user"]:
+        out["metadata"] = {"user_id": body["user"]}
+    return out
+
+
+# -- Anthropic response → canonical ------------------------------------------------------------------
+
+
+def usage_from_anthropic(u: Mapping[str, Any]) -> dict[str, Any]:
+    """Anthropic ``usage`` → canonical: prompt = input + cache reads + cache writes; cached = cache reads."""
+    cached = int(u.get("cache_read_input_tokens") or 0)
+    prompt = int(u.get("input_tokens") or 0) + cached + int(u.get("cache_creation_input_tokens") or 0)
+    return usage_dict(prompt, int(u.get("output_tokens") or 0), cached)
+
+
+def message_to_canonical(obj: Mapping[str, Any], model: str) -> dict[str, Any]:
+    """An Anthropic ``message`` → canonical ``chat.completion``.
+
+    text blocks → ``content``; ``tool_use`` → ``tool_calls`` (arguments as JSON text); ``thinking`` →
+    ``reasoning_content`` plus ``thinking_blocks`` (kept with signatures for replay)."""
+    texts: list[str] = []
+    reasoning: list[str] = []
+    thinking: list[dict[str, Any]] = []
+    calls: list[dict[str, Any]] = []
+    for b in obj.get("content") or ():
+        if not isinstance(b, dict):
+            continue
+        kind = b.get("type")
+        if kind == "text":
+            texts.append(str(b.get("text") or ""))
+        elif kind == "thinking":
+            reasoning.append(str(b.get("thinking") or ""))
+            thinking.append(
+                {
+                    "type": "thinking",
+                    "thinking": b.get("thinking") or "",
+                    "signature": b.get("signature") or "",
+                }
+            )
+        elif kind == "redacted_thinking":
+            thinking.append(dict(b))
+        elif kind == "tool_use":
+            calls.append(
+                {
+                    "id": b.get("id") or new_id("toolu_"),
+                    "type": "function",
+                    "function": {"name": b.get("name") or "", "arguments": dumps(b.get("input") or {})},
+                }
+            )
+    message: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts or not calls else None}
+    if calls:
+        message["tool_calls"] = calls
+    if reasoning:
+        message["reasoning_content"] = "".join(reasoning)
+    if thinking:
+        message["thinking_blocks"] = thinking
+    stop = obj.get("stop_reason")
+    finish = FINISH_REASONS.get(str(stop), "stop") if stop else ("tool_calls" if calls else "stop")
+    out: dict[str, Any] = {
+        "id": obj.get("id") or new_id("msg_"),
+        "object": "chat.completion",
+        "created": now_s(),
+        "model": obj.get("model") or model,
+        "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
+    }
+    if isinstance(obj.get("usage"), dict):
+        out["usage"] = usage_from_anthropic(obj["usage"])
+    return out
+
+
+class AnthropicStreamParser:
+    """Parses one Messages SSE stream into canonical chunks (one chunk per event at most).
+
+    ``message_start`` → role chunk; ``content_block_start`` tool_use → a ``tool_calls`` delta with
+    ``index`` (per call, from 0), ``id``, ``type``, ``function.name`` and ``arguments: ""``;
+    ``input_json_delta`` → argument fragments on the same index; ``text_delta`` → ``content``;
+    ``thinking_delta`` → ``reasoning_content``; ``message_delta`` → ``finish_reason`` and the
+    cumulative usage; ``message_stop`` ends the stream; ``error`` raises the classified error
+    (RESIL-9); malformed JSON raises :class:`StreamBroken`. With ``native`` every event also yields
+    a chunk carrying its raw frame under :data:`NATIVE` (same-format pass-through).
+    """
+
+    __slots__ = (
+        "cached",
+        "created",
+        "done",
+        "got_args",
+        "id",
+        "input",
+        "model",
+        "native",
+        "ntools",
+        "output",
+        "pending",
+        "provider",
+        "saw_usage",
+        "tools",
+    )
+
+    def __init__(self, provider: str, model: str, *, native: bool = False) -> None:
+        self.done = False
+        self.provider = provider
+        self.model = model
+        self.native = native
+        self.id = ""
+        self.created = now_s()
+        self.input = self.cached = self.output = 0
+        self.saw_usage = False
+        self.tools: dict[int, int] = {}
+        self.ntools = 0
+        self.pending: dict[int, str] = {}
+        self.got_args: set[int] = set()
+
+    def feed(self, event: str, data: bytes) -> list[dict[str, Any]]:
+        try:
+            obj = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            raise StreamBroken(
+                f"{self.provider}: malformed stream event (not JSON): {data[:80]!r}", provider=self.provider
+            ) from None
+        if not isinstance(obj, dict):
+            raise StreamBroken(
+                f"{self.provider}: malformed stream event (not an object)", provider=self.provider
+            )
+        kind = str(obj.get("type") or event)
+        if kind == "error":
+            raise error_from_payload(obj, provider=self.provider, in_stream=True)
+        out = self._handle(kind, obj)
+        if self.native:
+            out = out if out is not None else chunk(self.id, self.model, self.created)
+            out[NATIVE] = sse_frame(event or kind, data)
+        return [out] if out is not None else []
+
+    def finish(self) -> list[dict[str, Any]]:
+        return []
+
+    def _chunk(
+        self, delta: dict[str, Any] | None, finish: str | None = None, usage: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        return chunk(self.id, self.model, self.created, delta, finish, usage=usage)
+
+    def _usage(self, u: Any) -> None:
+        if not isinstance(u, dict):
+            return
+        self.saw_usage = True
+        if u.get("input_tokens") is not None or u.get("cache_read_input_tokens") is not None:
+            self.input = int(usage_from_anthropic(u)["prompt_tokens"])
+            self.cached = int(u.get("cache_read_input_tokens") or 0)
+        if u.get("output_tokens") is not None:
+            self.output = int(u["output_tokens"])
+
+    def _handle(self, kind: str, obj: dict[str, Any]) -> dict[str, Any] | None:
+        if kind == "content_block_delta":
+            return self._delta(int(obj.get("index") or 0), obj.get("delta") or {})
+        if kind == "content_block_start":
+            return self._block_start(int(obj.get("index") or 0), obj.get("content_block") or {})
+        if kind == "content_block_stop":
+            idx = int(obj.get("index") or 0)
+            args = self.pending.pop(idx, None)
+            if args is not None and idx not in self.got_args:
+                return self._chunk(
+                    {"tool_calls": [{"index": self.tools[idx], "function": {"arguments": args}}]}
+                )
+            return None
+        if kind == "message_start":
+            msg = obj.get("message") or {}
+            self.id = msg.get("id") or self.id or new_id("msg_")
+            self.model = msg.get("model") or self.model
+            self._usage(msg.get("usage"))
+            if isinstance(msg.get("usage"), dict):
+                self.output = 0  # message_start's output count is a placeholder; message_delta has the total
+            return self._chunk({"role": "assistant", "content": ""})
+        if kind == "message_delta":
+            self._usage(obj.get("usage"))
+            stop = (obj.get("delta") or {}).get("stop_reason")
+            finish = None
+            if stop:
+                finish = FINISH_REASONS.get(str(stop), "stop")
+                if finish == "stop" and self.ntools:
+                    finish = "tool_calls"
+            usage = usage_dict(self.input, self.output, self.cached) if self.saw_usage else None
+            if finish is None and usage is None:
+                return None
+            return self._chunk({} if finish else None, finish, usage)
+        if kind == "message_stop":
+            self.done = True
+        return None
+
+    def _block_start(self, idx: int, block: dict[str, Any]) -> dict[str, Any] | None:
+        kind = block.get("type")
+        if kind == "tool_use":
+            t = self.tools[idx] = self.ntools
+            self.ntools += 1
+            if block.get("input"):
+                self.pending[idx] = dumps(block["input"])
+            return self._chunk(
+                {
+                    "tool_calls": [
+                        {
+                            "index": t,
+                            "id": block.get("id") or new_id("toolu_"),
+                            "type": "function",
+                            "function": {"name": block.get("name") or "", "arguments": ""},
+                        }
+                    ]
+                }
+            )
+        if kind == "text" and block.get("text"):
+            return self._chunk({"content": block["text"]})
+        if kind == "thinking" and block.get("thinking"):
+            return self._chunk({"reasoning_content": block["thinking"]})
+        return None
+
+    def _delta(self, idx: int, delta: dict[str, Any]) -> dict[str, Any] | None:
+        kind = delta.get("type")
+        if kind == "text_delta" and delta.get("text"):
+            return self._chunk({"content": delta["text"]})
+        if kind == "input_json_delta" and delta.get("partial_json") and idx in self.tools:
+            self.got_args.add(idx)
+            return self._chunk(
+                {"tool_calls": [{"index": self.tools[idx], "function": {"arguments": delta["partial_json"]}}]}
+            )
+        if kind == "thinking_delta" and delta.get("thinking"):
+            return self._chunk({"reasoning_content": delta["thinking"]})
+        return None
+
+
+class AnthropicAdapter:
+    """Adapter for the Anthropic Messages wire format (``POST {base_url}/v1/messages``)."""
+
+    format = "anthropic"
+
+    def build_request(self, cand: Candidate, req: ChatRequest, *, stream: bool) -> UpstreamRequest:
+        passthrough = req.client_format == "anthropic" and req.native is not None
+        body = (
+            dict(req.native)
+            if passthrough and req.native is not None
+            else to_anthropic_request(req.body, cand)
+        )
+        body["model"] = cand.model.id
+        if stream:
+            body["stream"] = True
+        else:
+            body.pop("stream", None)
+        headers = {"Content-Type": "application/json", "anthropic-version": ANTHROPIC_VERSION}
+        if passthrough:
+            for name in ("anthropic-version", "anthropic-beta"):
+                if req.headers.get(name):
+                    headers[name] = req.headers[name]
+        secret = cand.connection.secret
+        if secret:
+            if cand.connection.auth_type == "oauth":
+                headers["Authorization"] = f"Bearer {secret}"
+            else:
+                headers["x-api-key"] = secret
+        return UpstreamRequest(messages_url(base_url_for(cand)), headers, orjson.dumps(body))
+
+    def parse_response(self, body: bytes, cand: Candidate) -> dict[str, Any]:
+        try:
+            obj = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            raise StreamBroken(
+                f"{cand.provider.id}: response body is not JSON: {body[:80]!r}", provider=cand.provider.id
+            ) from None
+        if not isinstance(obj, dict) or not isinstance(obj.get("content"), list):
+            if isinstance(obj, dict) and obj.get("type") == "error":
+                raise error_from_payload(obj, provider=cand.provider.id, in_stream=False)
+            raise StreamBroken(
+                f"{cand.provider.id}: response is not an Anthropic message", provider=cand.provider.id
+            )
+        return message_to_canonical(obj, cand.model.id)
+
+    def stream_parser(self, cand: Candidate, req: ChatRequest) -> AnthropicStreamParser:
+        native = req.client_format == "anthropic" and req.native is not None
+        return AnthropicStreamParser(cand.provider.id, cand.model.id, native=native)
+
+    def classify_error(
+        self, status: int, headers: Mapping[str, str], body: bytes, cand: Candidate
+    ) -> UpstreamError:
+        return classify_http(status, headers, body, provider=cand.provider.id)

@@ -1,0 +1,104 @@
+"""The OpenAI Chat Completions adapter (PROV-1): OpenAI itself and every OpenAI-compatible vendor
+(Groq, Together, DeepSeek, Mistral, OpenRouter, xAI, Fireworks, Cerebras, Ollama, vLLM, llama.cpp …),
+which are catalog data, not modules (DESIGN house style 3).
+
+Pure: no I/O, no globals, no retries. The canonical shape is this format, so translation is the
+identity apart from the model id and stream options.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+from omniroute.errors import StreamBroken, UpstreamError
+from omniroute.resilience.classify import classify_http, error_from_payload
+from omniroute.typing import UpstreamRequest
+from omniroute.values import Candidate, ChatRequest
+
+_DONE = b"[DONE]"
+
+
+def base_url_for(cand: Candidate) -> str:
+    """The connection's ``base_url`` override, else the provider's, without a trailing slash."""
+    return (cand.connection.base_url or cand.provider.base_url).rstrip("/")
+
+
+class OpenAIStreamParser:
+    """Parses ``data:`` events of an OpenAI SSE stream (API-1) into canonical chunks."""
+
+    __slots__ = ("done", "provider")
+
+    def __init__(self, provider: str) -> None:
+        self.done = False
+        self.provider = provider
+
+    def feed(self, event: str, data: bytes) -> list[dict[str, Any]]:
+        if data == _DONE:
+            self.done = True
+            return []
+        try:
+            obj = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            raise StreamBroken(
+                f"{self.provider}: malformed stream event (not JSON): {data[:80]!r}", provider=self.provider
+            ) from None
+        if not isinstance(obj, dict):
+            raise StreamBroken(
+                f"{self.provider}: malformed stream event (not an object)", provider=self.provider
+            )
+        if "error" in obj and not obj.get("choices"):
+            raise error_from_payload(obj, provider=self.provider, in_stream=True)
+        return [obj]
+
+    def finish(self) -> list[dict[str, Any]]:
+        return []
+
+
+class OpenAIAdapter:
+    """Adapter for the OpenAI Chat Completions wire format (``POST {base_url}/chat/completions``)."""
+
+    format = "openai"
+
+    def build_request(self, cand: Candidate, req: ChatRequest, *, stream: bool) -> UpstreamRequest:
+        body = dict(req.body)
+        body["model"] = cand.model.id
+        if stream:
+            body["stream"] = True
+            # Usage is always requested upstream so spend is recorded (RESIL-9); the client sees the
+            # usage chunk only when it asked for it.
+            body["stream_options"] = {"include_usage": True}
+        else:
+            body.pop("stream", None)
+            body.pop("stream_options", None)
+        headers = {"Content-Type": "application/json"}
+        secret = cand.connection.secret
+        if secret:
+            headers["Authorization"] = f"Bearer {secret}"
+        return UpstreamRequest(f"{base_url_for(cand)}/chat/completions", headers, orjson.dumps(body))
+
+    def parse_response(self, body: bytes, cand: Candidate) -> dict[str, Any]:
+        try:
+            obj = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            raise StreamBroken(
+                f"{cand.provider.id}: response body is not JSON: {body[:80]!r}", provider=cand.provider.id
+            ) from None
+        if not isinstance(obj, dict) or not isinstance(obj.get("choices"), list):
+            if isinstance(obj, dict) and "error" in obj:
+                raise error_from_payload(obj, provider=cand.provider.id, in_stream=False)
+            raise StreamBroken(f"{cand.provider.id}: response has no choices", provider=cand.provider.id)
+        obj.setdefault("object", "chat.completion")
+        if not obj.get("model"):
+            obj["model"] = cand.model.id
+        return obj
+
+    def stream_parser(self, cand: Candidate, req: ChatRequest) -> OpenAIStreamParser:
+        return OpenAIStreamParser(cand.provider.id)
+
+    def classify_error(
+        self, status: int, headers: Mapping[str, str], body: bytes, cand: Candidate
+    ) -> UpstreamError:
+        return classify_http(status, headers, body, provider=cand.provider.id)

@@ -1,0 +1,177 @@
+"""The upstream client: the only place that does HTTP to providers (PROV-4, DESIGN house style 4).
+
+One pooled aiohttp ``ClientSession`` per process with keep-alive and no retries of its own (the
+engine is the only retry layer). Third-party exceptions become :mod:`omniroute.errors` types here,
+at this one boundary. Timeouts follow RESIL-6: ``connect_s`` to open the socket, ``ttft_s`` until the
+response headers (and, for streams, until the first event), ``idle_s`` between stream events and
+``total_s`` for the whole attempt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import aiohttp
+
+from omniroute.errors import ConnectionFailed, StreamBroken, Timeout, UpstreamError
+from omniroute.typing import UpstreamRequest
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptTimeouts:
+    """Per-attempt timeouts in seconds (RESIL-6; config ``resilience.timeouts``)."""
+
+    connect_s: float = 10.0
+    ttft_s: float = 60.0
+    idle_s: float = 60.0
+    total_s: float = 600.0
+
+
+class UpstreamResponse:
+    """An upstream response whose headers have arrived. ``status``, ``headers`` (lower-case keys).
+
+    Read it with :meth:`read` (whole body) or :meth:`events` (SSE); always :meth:`close` it.
+    """
+
+    __slots__ = ("_resp", "headers", "provider", "status", "timeouts")
+
+    def __init__(self, resp: aiohttp.ClientResponse, provider: str, timeouts: AttemptTimeouts) -> None:
+        self._resp = resp
+        self.status = resp.status
+        self.headers = {k.lower(): v for k, v in resp.headers.items()}
+        self.provider = provider
+        self.timeouts = timeouts
+
+    async def read(self) -> bytes:
+        """The whole body; raises :class:`Timeout` after ``total_s`` and :class:`StreamBroken` on a cut."""
+        try:
+            async with asyncio.timeout(self.timeouts.total_s):
+                return await self._resp.read()
+        except TimeoutError:
+            raise Timeout(
+                f"{self.provider}: response body not complete after {self.timeouts.total_s:g}s",
+                provider=self.provider,
+            ) from None
+        except (aiohttp.ClientError, ConnectionError) as exc:
+            raise StreamBroken(
+                f"{self.provider}: connection lost while reading the body ({exc.__class__.__name__})",
+                provider=self.provider,
+            ) from None
+
+    async def events(self, first_timeout_s: float | None = None) -> AsyncIterator[tuple[str, bytes]]:
+        """Yield ``(event, data)`` per SSE event as it arrives.
+
+        The first event must arrive within ``first_timeout_s`` (TTFT) and each later one within
+        ``idle_s``; a stall raises :class:`Timeout`, a cut connection :class:`StreamBroken`.
+        """
+        content = self._resp.content
+        loop = asyncio.get_running_loop()
+        idle = self.timeouts.idle_s
+        wait = first_timeout_s if first_timeout_s is not None else idle
+        event = ""
+        data: list[bytes] = []
+        try:
+            async with asyncio.timeout(wait) as cm:
+                while True:
+                    line = await content.readline()
+                    if not line:
+                        if data:
+                            yield event, b"\n".join(data)
+                        return
+                    line = line.rstrip(b"\r\n")
+                    if not line:
+                        if data:
+                            yield event, b"\n".join(data)
+                            cm.reschedule(loop.time() + idle)
+                            event, data = "", []
+                        continue
+                    if line.startswith(b"data:"):
+                        data.append(line[6:] if line[5:6] == b" " else line[5:])
+                    elif line.startswith(b"event:"):
+                        event = line[6:].strip().decode("utf-8", "replace")
+                    elif line.startswith(b":"):
+                        cm.reschedule(loop.time() + idle)
+        except TimeoutError:
+            raise Timeout(
+                f"{self.provider}: no stream event for {wait if not data else idle:g}s (stream idle timeout)",
+                provider=self.provider,
+            ) from None
+        except (aiohttp.ClientError, ConnectionError) as exc:
+            raise StreamBroken(
+                f"{self.provider}: stream connection lost ({exc.__class__.__name__})", provider=self.provider
+            ) from None
+
+    def close(self) -> None:
+        """Release the connection (aborting it when the body was not fully read)."""
+        self._resp.close()
+
+
+class UpstreamClient:
+    """Owns the process's single aiohttp session (PROV-4). Create once at start-up, ``close`` at exit."""
+
+    def __init__(self, timeouts: AttemptTimeouts, *, limit: int = 1000) -> None:
+        self.timeouts = timeouts
+        self._limit = limit
+        self._session: aiohttp.ClientSession | None = None
+
+    def _ensure(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            connector = aiohttp.TCPConnector(
+                limit=self._limit, limit_per_host=0, ttl_dns_cache=300, enable_cleanup_closed=True
+            )
+            self._session = aiohttp.ClientSession(
+                connector=connector, auto_decompress=True, skip_auto_headers=("User-Agent",)
+            )
+        return self._session
+
+    async def send(
+        self, req: UpstreamRequest, *, provider: str, timeouts: AttemptTimeouts | None = None
+    ) -> UpstreamResponse:
+        """POST ``req`` and wait for the response headers.
+
+        Raises :class:`ConnectionFailed` when the socket cannot be opened within ``connect_s`` or is
+        refused, :class:`Timeout` when no headers arrive within ``ttft_s``.
+        """
+        t = timeouts or self.timeouts
+        session = self._ensure()
+        ctimeout = aiohttp.ClientTimeout(total=None, sock_connect=t.connect_s, connect=t.connect_s)
+        try:
+            async with asyncio.timeout(t.ttft_s):
+                resp = await session.post(req.url, data=req.body, headers=req.headers, timeout=ctimeout)
+        except TimeoutError:
+            raise Timeout(
+                f"{provider}: no response headers within {t.ttft_s:g}s (TTFT timeout)", provider=provider
+            ) from None
+        except aiohttp.ClientConnectorError as exc:
+            raise ConnectionFailed(
+                f"{provider}: cannot connect to {exc.host}:{exc.port} ({exc.strerror or exc})",
+                provider=provider,
+            ) from None
+        except (aiohttp.ServerTimeoutError, aiohttp.ConnectionTimeoutError):
+            raise Timeout(f"{provider}: connect timeout after {t.connect_s:g}s", provider=provider) from None
+        except (aiohttp.ClientError, ConnectionError, OSError) as exc:
+            raise ConnectionFailed(
+                f"{provider}: upstream connection failed ({exc.__class__.__name__}: {exc})", provider=provider
+            ) from None
+        return UpstreamResponse(resp, provider, t)
+
+    async def get(self, url: str, headers: dict[str, str], *, timeout_s: float = 5.0) -> tuple[int, bytes]:
+        """A plain GET (``doctor`` reachability checks); raises :class:`UpstreamError` subclasses."""
+        session = self._ensure()
+        try:
+            async with session.get(url, headers=headers, timeout=aiohttp.ClientTimeout(total=timeout_s)) as r:
+                return r.status, await r.read()
+        except TimeoutError:
+            raise Timeout(f"GET {url}: timeout after {timeout_s:g}s") from None
+        except (aiohttp.ClientError, OSError) as exc:
+            raise ConnectionFailed(f"GET {url}: {exc.__class__.__name__}: {exc}") from None
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+
+__all__ = ["AttemptTimeouts", "UpstreamClient", "UpstreamError", "UpstreamResponse"]

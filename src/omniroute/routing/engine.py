@@ -1,0 +1,392 @@
+"""The attempt loop (SPEC §5, RESIL-6, RESIL-7, RESIL-9): ordered candidates → ladder → upstream.
+
+``Engine.run`` takes a canonical request and an ordered candidate list (built by the plan's strategy),
+filters it through the resilience ladder, and makes attempts until one succeeds, a non-retryable error
+is returned to the client as is, or the budget (``max_attempts``, total deadline) is spent, in which
+case one clean exhaustion error is raised (RESIL-7). Streams are committed to the client only once the
+first content-bearing event has arrived (RESIL-9); before that any failure falls through invisibly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from omniroute.errors import (
+    AttemptRecord,
+    ClientDisconnected,
+    ConnectionFailed,
+    ContextOverflow,
+    Diagnostics,
+    ExclusionRecord,
+    ExhaustedError,
+    GatewayError,
+    RateLimited,
+    ServerError,
+    StreamBroken,
+    Timeout,
+    UpstreamError,
+)
+from omniroute.providers.upstream import AttemptTimeouts, UpstreamClient, UpstreamResponse
+from omniroute.resilience.ladder import LadderContext, Resilience
+from omniroute.routing.decision import Decision
+from omniroute.typing import ProviderAdapter, StreamParser
+from omniroute.values import Candidate, ChatRequest, Usage
+
+
+@dataclass(frozen=True, slots=True)
+class RetrySettings:
+    """RESIL-6 budgets: transient retries per target, attempts per request, total deadline (s)."""
+
+    per_target: int = 1
+    max_attempts: int = 10
+    total_s: float = 600.0
+
+
+@dataclass
+class Outcome:
+    """A successful non-streaming result: canonical ``chat.completion`` and who served it."""
+
+    response: dict[str, Any]
+    candidate: Candidate
+    usage: Usage | None
+    upstream_ms: float
+    ttft_ms: float | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class StreamOutcome:
+    """A committed stream: ``first`` chunks already read (incl. the first content chunk) and the
+    live remainder. Iterate :meth:`chunks`; call :meth:`close` when done (idempotent)."""
+
+    candidate: Candidate
+    first: list[dict[str, Any]]
+    resp: UpstreamResponse
+    parser: StreamParser
+    events: AsyncIterator[tuple[str, bytes]]
+    upstream_ms: float
+    ttft_ms: float
+    finished: bool = False
+    saw_finish: bool = False
+    usage: Usage | None = None
+    on_done: list[Callable[[StreamOutcome, UpstreamError | None], Any]] = field(default_factory=list)
+
+    async def chunks(self) -> AsyncIterator[dict[str, Any]]:
+        """Yield canonical chunks; raises :class:`StreamBroken`/:class:`Timeout` after commit when the
+        upstream fails (RESIL-9: the caller ends the client stream with an error, never as complete)."""
+        for ch in self.first:
+            self._observe(ch)
+            yield ch
+        if self.finished:
+            return
+        async for ev, data in self.events:
+            for ch in self.parser.feed(ev, data):
+                self._observe(ch)
+                yield ch
+            if self.parser.done:
+                break
+        for ch in self.parser.finish():
+            self._observe(ch)
+            yield ch
+        if not self.saw_finish:
+            raise StreamBroken(
+                f"{self.candidate.provider.id}: stream ended before a finish reason (truncated answer)",
+                provider=self.candidate.provider.id,
+            )
+
+    def _observe(self, ch: dict[str, Any]) -> None:
+        u = ch.get("usage")
+        if u:
+            self.usage = Usage.from_openai(u)
+        for c in ch.get("choices") or ():
+            if c.get("finish_reason"):
+                self.saw_finish = True
+
+    def close(self) -> None:
+        self.resp.close()
+
+
+def is_content_chunk(ch: Mapping[str, Any]) -> bool:
+    """True for a chunk that carries text, a tool call, reasoning or a finish (RESIL-9 commit point)."""
+    for c in ch.get("choices") or ():
+        if c.get("finish_reason"):
+            return True
+        d = c.get("delta") or {}
+        if d.get("content") or d.get("tool_calls") or d.get("reasoning_content") or d.get("reasoning"):
+            return True
+    return False
+
+
+_TRANSIENT = (ServerError, ConnectionFailed, StreamBroken)
+
+
+class Engine:
+    """Runs attempts for one request over an ordered candidate list (RESIL-6).
+
+    ``adapters`` maps a wire format (``openai``, ``anthropic``, ``gemini``) to its adapter.
+    """
+
+    def __init__(
+        self,
+        *,
+        client: UpstreamClient,
+        resilience: Resilience,
+        adapters: Mapping[str, ProviderAdapter],
+        retries: RetrySettings,
+        timeouts: AttemptTimeouts,
+    ) -> None:
+        self.client = client
+        self.resilience = resilience
+        self.adapters = adapters
+        self.retries = retries
+        self.timeouts = timeouts
+
+    async def run(
+        self,
+        req: ChatRequest,
+        candidates: Sequence[Candidate],
+        decision: Decision,
+        *,
+        max_attempts: int | None = None,
+        per_target: int | None = None,
+        on_success: Callable[[Candidate], Any] | None = None,
+    ) -> Outcome | StreamOutcome:
+        """Try ``candidates`` in order; return the first success.
+
+        Raises the upstream error itself when it must not fall back (ordinary 400, content filter),
+        :class:`ClientDisconnected` when cancelled, else :class:`ExhaustedError` (RESIL-7).
+        """
+        ctx = LadderContext.for_request(req.body, now=time.time())
+        result = await self.resilience.filter(candidates, ctx)
+        survivors, exclusions = list(result.survivors), list(result.exclusions)
+        decision.exclusions.extend(exclusions)
+        limit = self.retries.max_attempts if max_attempts is None else max_attempts
+        transient_budget = self.retries.per_target if per_target is None else per_target
+        deadline = time.monotonic() + self.retries.total_s
+        errors: list[UpstreamError] = []
+        attempts = decision.attempts
+        min_context = 0
+        for idx, cand in enumerate(survivors):
+            if len(attempts) >= limit or time.monotonic() >= deadline:
+                await self._release_rest(survivors[idx:])
+                break
+            if min_context and cand.model.context_window and cand.model.context_window <= min_context:
+                decision.exclusions.append(
+                    ExclusionRecord(
+                        cand.provider.id,
+                        cand.model.id,
+                        f"context window {cand.model.context_window} too small (an earlier target overflowed "
+                        f"at {min_context})",
+                        cand.connection.id,
+                    )
+                )
+                await self.resilience.release_probe(cand)
+                continue
+            if errors:
+                # State may have changed during this request (e.g. this connection just cooled down).
+                still = await self.resilience.recheck(cand, time.time())
+                if still is not None:
+                    decision.exclusions.append(still)
+                    continue
+            tries = 0
+            while True:
+                tries += 1
+                t0 = time.monotonic()
+                try:
+                    out = await self._attempt(cand, req, deadline)
+                except UpstreamError as err:
+                    ms = (time.monotonic() - t0) * 1000
+                    attempts.append(
+                        AttemptRecord(
+                            cand.provider.id,
+                            cand.model.id,
+                            cand.connection.id,
+                            err.upstream_status or err.status,
+                            err.message,
+                            ms,
+                        )
+                    )
+                    await self.resilience.record_failure(cand, err)
+                    errors.append(err)
+                    if not err.retryable:
+                        await self._release_rest(survivors[idx + 1 :])
+                        raise
+                    if isinstance(err, ContextOverflow):
+                        min_context = max(
+                            min_context, cand.model.context_window or ctx.estimated_prompt_tokens
+                        )
+                        break
+                    if (
+                        isinstance(err, _TRANSIENT)
+                        and err.retry_after_s is None
+                        and tries <= transient_budget
+                        and len(attempts) < limit
+                        and time.monotonic() < deadline
+                        and await self.resilience.recheck(cand, time.time()) is None
+                    ):
+                        await asyncio.sleep(min(0.05 * tries, 0.5))
+                        continue
+                    break
+                except asyncio.CancelledError:
+                    attempts.append(
+                        AttemptRecord(
+                            cand.provider.id,
+                            cand.model.id,
+                            cand.connection.id,
+                            499,
+                            "client disconnected",
+                            (time.monotonic() - t0) * 1000,
+                        )
+                    )
+                    await self.resilience.release_probe(cand)
+                    await self._release_rest(survivors[idx + 1 :])
+                    raise
+                ms = (time.monotonic() - t0) * 1000
+                attempts.append(
+                    AttemptRecord(cand.provider.id, cand.model.id, cand.connection.id, 200, "ok", ms)
+                )
+                decision.served = cand.key
+                await self._release_rest(survivors[idx + 1 :])
+                if isinstance(out, Outcome):
+                    await self.resilience.record_success(cand, ms, None, out.headers)
+                    await _call_hook(on_success, cand)
+                else:
+                    out.on_done.append(self._stream_done_hook(on_success))
+                return out
+        raise self._exhausted(len(candidates), errors, decision)
+
+    def _stream_done_hook(
+        self, on_success: Callable[[Candidate], Any] | None
+    ) -> Callable[[StreamOutcome, UpstreamError | None], Any]:
+        async def done(so: StreamOutcome, err: UpstreamError | None) -> None:
+            if err is None:
+                await self.resilience.record_success(
+                    so.candidate, so.upstream_ms, so.ttft_ms, so.resp.headers
+                )
+                await _call_hook(on_success, so.candidate)
+            else:
+                await self.resilience.record_failure(so.candidate, err)
+
+        return done
+
+    async def _release_rest(self, rest: Sequence[Candidate]) -> None:
+        for c in rest:
+            await self.resilience.release_probe(c)
+
+    async def _attempt(self, cand: Candidate, req: ChatRequest, deadline: float) -> Outcome | StreamOutcome:
+        adapter = self.adapters.get(cand.provider.format)
+        if adapter is None:
+            raise ServerError(
+                f"{cand.provider.id}: no adapter for wire format '{cand.provider.format}'",
+                provider=cand.provider.id,
+            )
+        t = self.timeouts
+        remaining = deadline - time.monotonic()
+        if cand.timeout_s is not None or remaining < t.total_s:
+            total = min(remaining, cand.timeout_s or t.total_s)
+            t = AttemptTimeouts(t.connect_s, min(t.ttft_s, total), t.idle_s, total)
+        up = adapter.build_request(cand, req, stream=req.stream)
+        t0 = time.monotonic()
+        resp = await self.client.send(up, provider=cand.provider.id, timeouts=t)
+        try:
+            if resp.status >= 400:
+                body = await resp.read()
+                raise adapter.classify_error(resp.status, resp.headers, body, cand)
+            if not req.stream:
+                body = await resp.read()
+                data = adapter.parse_response(body, cand)
+                upstream_ms = (time.monotonic() - t0) * 1000
+                resp.close()
+                return Outcome(
+                    data, cand, Usage.from_openai(data.get("usage")), upstream_ms, headers=resp.headers
+                )
+            return await self._open_stream(cand, req, resp, adapter, t0, t)
+        except BaseException:
+            resp.close()
+            raise
+
+    async def _open_stream(
+        self,
+        cand: Candidate,
+        req: ChatRequest,
+        resp: UpstreamResponse,
+        adapter: ProviderAdapter,
+        t0: float,
+        t: AttemptTimeouts,
+    ) -> StreamOutcome:
+        parser = adapter.stream_parser(cand, req)
+        remaining_ttft = max(0.001, t.ttft_s - (time.monotonic() - t0))
+        events = resp.events(first_timeout_s=remaining_ttft).__aiter__()
+        first: list[dict[str, Any]] = []
+        async for ev, data in events:
+            chunks = parser.feed(ev, data)
+            first.extend(chunks)
+            if any(is_content_chunk(ch) for ch in chunks):
+                ttft = (time.monotonic() - t0) * 1000
+                return StreamOutcome(cand, first, resp, parser, events, ttft, ttft)
+            if parser.done:
+                break
+        first.extend(parser.finish())
+        if any(is_content_chunk(ch) for ch in first):
+            ttft = (time.monotonic() - t0) * 1000
+            so = StreamOutcome(cand, first, resp, parser, events, ttft, ttft)
+            so.finished = True
+            return so
+        raise StreamBroken(f"{cand.provider.id}: stream ended before any content", provider=cand.provider.id)
+
+    @staticmethod
+    def _exhausted(pool_size: int, errors: list[UpstreamError], decision: Decision) -> ExhaustedError:
+        diag = Diagnostics(
+            pool_size=pool_size, attempted=list(decision.attempts), excluded=list(decision.exclusions)
+        )
+        headers: dict[str, str] = {}
+        if not errors:
+            status, code = 503, "all_candidates_unavailable"
+            msg = (
+                f"No candidate could be attempted for '{decision.requested_model}': all "
+                f"{pool_size} were filtered ({'; '.join(e.reason for e in decision.exclusions[:5])})."
+            )
+            cooldowns = [e for e in decision.exclusions if "rate limited" in e.reason]
+            if cooldowns and len(cooldowns) == len(decision.exclusions):
+                status = 429
+        else:
+            code = "fallback_exhausted"
+            if all(isinstance(e, RateLimited) for e in errors):
+                status = 429
+                hints = [e.retry_after_s for e in errors if e.retry_after_s is not None]
+                if hints:
+                    headers["Retry-After"] = str(max(1, round(min(hints))))
+            elif all(isinstance(e, Timeout) for e in errors):
+                status = 504
+            elif all(isinstance(e, ConnectionFailed) for e in errors):
+                status = 502
+            else:
+                status = 503
+            last = errors[-1]
+            msg = (
+                f"All {len(decision.attempts)} attempt(s) for '{decision.requested_model}' failed; "
+                f"last: {last.message}"
+            )
+        return ExhaustedError(
+            msg, code=code, status=status, headers=headers, extra={"diagnostics": diag.to_dict()}
+        )
+
+
+async def _call_hook(hook: Callable[[Candidate], Any] | None, cand: Candidate) -> None:
+    if hook is not None:
+        res = hook(cand)
+        if inspect.isawaitable(res):
+            await res
+
+
+def error_is_client_visible(err: GatewayError) -> bool:
+    """True for errors whose upstream message is shown to the client unchanged (RESIL-5)."""
+    return isinstance(err, UpstreamError) and not err.retryable
+
+
+__all__ = ["ClientDisconnected", "Engine", "Outcome", "RetrySettings", "StreamOutcome", "is_content_chunk"]

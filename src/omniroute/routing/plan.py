@@ -1,0 +1,80 @@
+"""From a resolved :class:`~omniroute.routing.resolve.Plan` to the ordered candidate list the engine
+attempts: targets expand into one candidate per active connection of their provider (priority order,
+PROV-3), pinned connections stay pinned, disabled chain entries are recorded and skipped (RESIL-4).
+
+Combos and auto plans delegate the ordering to their strategy (COMBO-3, AUTO-5); single-model plans
+use definition order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from omniroute.errors import ExclusionRecord
+from omniroute.routing.decision import Decision
+from omniroute.routing.resolve import Plan, PlanTarget
+from omniroute.values import Candidate, ChatRequest
+
+if TYPE_CHECKING:
+    from omniroute.gateway import Gateway
+
+
+@dataclass
+class RunOptions:
+    """Per-plan overrides of RESIL-6 budgets and a success hook (strategy bookkeeping)."""
+
+    max_attempts: int | None = None
+    per_target: int | None = None
+    on_success: Callable[[Candidate], Any] | None = None
+
+
+class Planner:
+    """Builds candidates for a plan using the gateway's current registry snapshot."""
+
+    def __init__(self, gateway: Gateway) -> None:
+        self.gw = gateway
+
+    async def candidates(
+        self, plan: Plan, req: ChatRequest, decision: Decision
+    ) -> tuple[list[Candidate], RunOptions]:
+        """Ordered candidates for ``plan`` and the options for the attempt loop."""
+        if plan.kind in ("combo", "auto"):
+            from omniroute.routing.combos import plan_combo
+
+            return await plan_combo(self.gw, plan, req, decision)
+        decision.strategy = "chain" if plan.kind == "chain" else "single"
+        return self.expand(plan.targets, decision), RunOptions()
+
+    def expand(
+        self, targets: tuple[PlanTarget, ...] | list[PlanTarget], decision: Decision
+    ) -> list[Candidate]:
+        """One candidate per active connection of each target's provider, in target then connection
+        priority order; disabled targets and inactive connections become exclusions."""
+        reg = self.gw.registry
+        out: list[Candidate] = []
+        for t in targets:
+            if not t.enabled:
+                decision.exclusions.append(
+                    ExclusionRecord(t.provider.id, t.model.id, "disabled in fallback chain")
+                )
+                continue
+            conns = reg.connections.get(t.provider.id, [])
+            if t.connection_id is not None:
+                conns = [c for c in conns if c.id == t.connection_id]
+            if not conns:
+                decision.exclusions.append(ExclusionRecord(t.provider.id, t.model.id, "no connection"))
+            for c in conns:
+                if not c.is_active:
+                    decision.exclusions.append(
+                        ExclusionRecord(t.provider.id, t.model.id, "connection inactive", c.id)
+                    )
+                    continue
+                out.append(
+                    Candidate(t.provider, c, t.model, timeout_s=t.timeout_s, weight=t.weight, step=t.step)
+                )
+        decision.candidates.extend(
+            {"provider": x.provider.id, "model": x.model.id, "connection": x.connection.id} for x in out
+        )
+        return out

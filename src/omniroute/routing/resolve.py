@@ -1,0 +1,137 @@
+"""Model resolution: the model string → a routing :class:`Plan` (SPEC §4).
+
+Order: 1. exact combo name; 2. ``combo/<name>``; 3. model→combo glob mappings (case-insensitive,
+highest priority first, disabled skipped); 4. ``auto`` and its variants; 5. ``provider/model`` (id or
+alias); 6. a bare catalog model id through its fallback chain (RESIL-4), else every connected provider
+that serves it in connection-priority order. A case-insensitive combo match is tried last before 404.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass, field
+from typing import Any
+
+from omniroute.errors import ModelNotFound
+from omniroute.routing.registry import Registry
+from omniroute.values import ModelInfo, ProviderInfo
+
+
+@dataclass(frozen=True, slots=True)
+class PlanTarget:
+    """A concrete target of a plan: provider + model, optionally pinned to one connection."""
+
+    provider: ProviderInfo
+    model: ModelInfo
+    connection_id: str | None = None
+    weight: float = 0.0
+    timeout_s: float | None = None
+    step: int = 0
+    enabled: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What a model string resolved to.
+
+    ``kind``: ``combo`` | ``auto`` | ``chain`` | ``model`` | ``catalog``; ``route`` is the
+    resolution step that matched (for the decision); ``combo`` holds the combo definition for
+    ``combo``/``auto`` plans; ``targets`` the concrete targets for the others.
+    """
+
+    kind: str
+    requested: str
+    route: str
+    targets: tuple[PlanTarget, ...] = ()
+    combo: dict[str, Any] | None = None
+    variant: str | None = None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def not_found(model: str) -> ModelNotFound:
+    """404 ``model_not_found`` that points at ``GET /v1/models`` (SPEC §4)."""
+    return ModelNotFound(
+        f"The model '{model}' does not exist or is not routable on this gateway. "
+        "GET /v1/models lists the ids it serves (provider/model, combos, auto variants).",
+        param="model",
+    )
+
+
+def _match_mapping(reg: Registry, model: str) -> dict[str, Any] | None:
+    low = model.lower()
+    for m in reg.mappings:
+        if fnmatch.fnmatchcase(low, str(m["pattern"]).lower()):
+            combo = reg.combos.get(str(m.get("combo_name") or m.get("combo") or ""))
+            if combo is not None:
+                return combo
+    return None
+
+
+def resolve(reg: Registry, model: str) -> Plan:
+    """Resolve ``model`` against the registry snapshot. Raises :class:`ModelNotFound` (404)."""
+    if not model:
+        raise not_found(model)
+    combo = reg.combos.get(model)
+    if combo is not None:
+        return _combo_plan(model, combo, "combo")
+    if model.startswith("combo/"):
+        combo = reg.combos.get(model[6:]) or reg.combos.get(reg.combos_lower.get(model[6:].lower(), ""))
+        if combo is not None:
+            return _combo_plan(model, combo, "combo-prefix")
+    combo = _match_mapping(reg, model)
+    if combo is not None:
+        return _combo_plan(model, combo, "mapping")
+    low = model.lower()
+    if low == "auto" or low.startswith("auto/"):
+        return Plan(kind="auto", requested=model, route="auto", variant=model[5:] if "/" in model else "")
+    if "/" in model:
+        prefix, rest = model.split("/", 1)
+        provider = reg.catalog.provider(prefix)
+        if provider is not None:
+            if not reg.is_connected(provider.id):
+                raise ModelNotFound(
+                    f"The model '{model}' names provider '{provider.id}', which has no active connection "
+                    "on this gateway. GET /v1/models lists the ids it serves.",
+                    param="model",
+                )
+            return Plan(
+                kind="model",
+                requested=model,
+                route="provider/model",
+                targets=(PlanTarget(provider, reg.model_info(provider, rest)),),
+            )
+    plan = _bare_model(reg, model)
+    if plan is not None:
+        return plan
+    name = reg.combos_lower.get(low)
+    if name is not None:
+        return _combo_plan(model, reg.combos[name], "combo-case-insensitive")
+    raise not_found(model)
+
+
+def _combo_plan(model: str, combo: dict[str, Any], route: str) -> Plan:
+    kind = "auto" if combo.get("strategy") == "auto" else "combo"
+    return Plan(kind=kind, requested=model, route=route, combo=combo)
+
+
+def _bare_model(reg: Registry, model: str) -> Plan | None:
+    chain = reg.chains.get(model)
+    if chain:
+        targets: list[PlanTarget] = []
+        for e in chain:
+            provider = reg.catalog.provider(e.provider)
+            if provider is None:
+                continue
+            targets.append(PlanTarget(provider, reg.model_info(provider, model), enabled=e.enabled))
+        if targets:
+            return Plan(kind="chain", requested=model, route="fallback-chain", targets=tuple(targets))
+    serving = [p for p in reg.catalog.providers_serving(model) if reg.is_connected(p.id)]
+    if not serving:
+        return None
+    serving.sort(key=lambda p: reg.active_connections(p.id)[0].priority)
+    return Plan(
+        kind="catalog",
+        requested=model,
+        route="catalog",
+        targets=tuple(PlanTarget(p, reg.model_info(p, model)) for p in serving),
+    )

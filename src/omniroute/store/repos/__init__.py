@@ -1,0 +1,1 @@
+"""Repositories of the store, one module per domain noun; :class:`omniroute.store.Store` composes them."""

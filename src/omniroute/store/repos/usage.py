@@ -1,0 +1,203 @@
+"""Usage log (OBS-1), routing decisions (OBS-2), stored Responses API responses, and retention pruning."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Final, TypedDict
+
+from sqlalchemy import and_, case, delete, func, select
+
+from omniroute.store import models
+from omniroute.store.repos._base import RepoBase, now
+
+_usage = models.usage_log
+_dec = models.routing_decisions
+_resp = models.responses_store
+
+CLIENT_CLOSED_STATUS: Final = 499
+
+
+class UsageRecord(TypedDict, total=False):
+    """One usage row as written by :meth:`UsageRepo.write_usage` (OBS-1); every key is optional.
+
+    ``ts`` epoch seconds (default now); ``latency_ms``/``ttft_ms`` milliseconds; ``cost_usd`` USD;
+    ``status`` the HTTP status returned; ``member`` names the member call of a multi-call strategy.
+    """
+
+    ts: float
+    request_id: str
+    api_key_id: str | None
+    requested_model: str
+    provider: str | None
+    model: str | None
+    connection_id: str | None
+    strategy: str | None
+    attempts: int
+    status: int
+    latency_ms: float
+    ttft_ms: float | None
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int
+    cost_usd: float
+    error: str | None
+    stream: bool
+    member: str | None
+
+
+_USAGE_DEFAULTS: Final[Mapping[str, Any]] = {
+    "request_id": "",
+    "api_key_id": None,
+    "requested_model": "",
+    "provider": None,
+    "model": None,
+    "connection_id": None,
+    "strategy": None,
+    "attempts": 0,
+    "status": 0,
+    "latency_ms": 0.0,
+    "ttft_ms": None,
+    "prompt_tokens": 0,
+    "completion_tokens": 0,
+    "cached_tokens": 0,
+    "cost_usd": 0.0,
+    "error": None,
+    "stream": False,
+    "member": None,
+}
+
+
+def _usage_values(row: Mapping[str, Any], ts: float) -> dict[str, Any]:
+    # executemany needs identical keys in every row; unknown keys are dropped so a newer writer does not
+    # break an older schema.
+    values = {k: row.get(k, default) for k, default in _USAGE_DEFAULTS.items()}
+    values["ts"] = row.get("ts") or ts
+    return values
+
+
+class UsageRepo(RepoBase):
+    """Append-mostly tables written off the hot path in batches."""
+
+    # usage ---------------------------------------------------------------------------------------
+
+    async def write_usage(self, rows: Iterable[Mapping[str, Any]]) -> None:
+        """Insert usage rows (:class:`UsageRecord` keys) in one transaction with one executemany (OBS-1)."""
+        ts = now()
+        values = [_usage_values(r, ts) for r in rows]
+        if not values:
+            return
+        async with self._engine.begin() as conn:
+            await conn.execute(_usage.insert(), values)
+
+    async def usage_stats(self, since_ts: float) -> dict[str, dict[str, Any]]:
+        """Per-candidate aggregates of rows since ``since_ts`` (epoch s), keyed ``provider/model@connection``.
+
+        Values: ``requests`` (rows, member rows included), ``failures`` (status ≥ 400 except 499 client
+        disconnects), ``avg_latency_ms`` and ``avg_ttft_ms`` over successful rows (``None`` when there
+        were none), ``cost_usd`` (sum, USD), ``last_ts`` (epoch s). Rows without a served provider and
+        model are skipped. Feeds the 24 h reliability/latency stats (OBS-1).
+        """
+        failed = and_(_usage.c.status >= 400, _usage.c.status != CLIENT_CLOSED_STATUS)
+        ok = _usage.c.status < 400
+        stmt = (
+            select(
+                _usage.c.provider,
+                _usage.c.model,
+                _usage.c.connection_id,
+                func.count().label("requests"),
+                func.sum(case((failed, 1), else_=0)).label("failures"),
+                func.avg(case((ok, _usage.c.latency_ms), else_=None)).label("avg_latency_ms"),
+                func.avg(case((ok, _usage.c.ttft_ms), else_=None)).label("avg_ttft_ms"),
+                func.sum(_usage.c.cost_usd).label("cost_usd"),
+                func.max(_usage.c.ts).label("last_ts"),
+            )
+            .where(_usage.c.ts >= since_ts, _usage.c.provider.is_not(None), _usage.c.model.is_not(None))
+            .group_by(_usage.c.provider, _usage.c.model, _usage.c.connection_id)
+        )
+        async with self._engine.connect() as conn:
+            rows = (await conn.execute(stmt)).mappings().all()
+        out: dict[str, dict[str, Any]] = {}
+        for r in rows:
+            key = f"{r['provider']}/{r['model']}@{r['connection_id'] or ''}"
+            out[key] = {
+                "requests": int(r["requests"]),
+                "failures": int(r["failures"] or 0),
+                "avg_latency_ms": float(r["avg_latency_ms"]) if r["avg_latency_ms"] is not None else None,
+                "avg_ttft_ms": float(r["avg_ttft_ms"]) if r["avg_ttft_ms"] is not None else None,
+                "cost_usd": float(r["cost_usd"] or 0.0),
+                "last_ts": float(r["last_ts"]),
+            }
+        return out
+
+    async def recent_usage(self, limit: int = 100) -> list[dict[str, Any]]:
+        """The newest ``limit`` usage rows, newest first, as dicts of every column (OBS-1)."""
+        async with self._engine.connect() as conn:
+            rows = (
+                await conn.execute(
+                    select(_usage).order_by(_usage.c.ts.desc(), _usage.c.id.desc()).limit(limit)
+                )
+            ).mappings()
+            return [{**r, "stream": bool(r["stream"])} for r in rows]
+
+    # routing decisions ---------------------------------------------------------------------------
+
+    async def save_decisions(self, items: Iterable[tuple[str, float, dict[str, Any]]]) -> None:
+        """Persist ``(request_id, ts epoch s, decision JSON)`` items in one transaction (OBS-2).
+
+        A decision saved again for the same request id replaces the old one.
+        """
+        values = [{"request_id": rid, "ts": ts, "data": data} for rid, ts, data in items]
+        if not values:
+            return
+        async with self._engine.begin() as conn:
+            await conn.execute(self._upsert(_dec, ["request_id"], ["ts", "data"]), values)
+
+    async def get_decision(self, request_id: str) -> dict[str, Any] | None:
+        """The decision JSON saved for ``request_id``, or ``None`` (OBS-2)."""
+        async with self._engine.connect() as conn:
+            data = await conn.scalar(select(_dec.c.data).where(_dec.c.request_id == request_id))
+        return dict(data) if data is not None else None
+
+    # responses store -----------------------------------------------------------------------------
+
+    async def save_response(
+        self, id: str, api_key_id: str | None, data: dict[str, Any], ttl_s: float
+    ) -> None:
+        """Keep a Responses API response for ``ttl_s`` seconds, readable only by the same API key."""
+        ts = now()
+        async with self._engine.begin() as conn:
+            await conn.execute(
+                self._upsert(_resp, ["id"], ["api_key_id", "data", "expires_at", "created_at"]),
+                {
+                    "id": id,
+                    "api_key_id": api_key_id or "",
+                    "data": data,
+                    "expires_at": ts + ttl_s,
+                    "created_at": ts,
+                },
+            )
+
+    async def get_response(self, id: str, api_key_id: str | None) -> dict[str, Any] | None:
+        """The stored response, or ``None`` when unknown, expired, or saved under another API key."""
+        async with self._engine.connect() as conn:
+            data = await conn.scalar(
+                select(_resp.c.data).where(
+                    _resp.c.id == id,
+                    _resp.c.api_key_id == (api_key_id or ""),
+                    _resp.c.expires_at > now(),
+                )
+            )
+        return dict(data) if data is not None else None
+
+    # retention -----------------------------------------------------------------------------------
+
+    async def prune(self, before_ts: float) -> dict[str, int]:
+        """Delete usage rows and decisions older than ``before_ts`` (epoch s) and expired responses.
+
+        Returns the number of rows deleted per table.
+        """
+        async with self._engine.begin() as conn:
+            u = await conn.execute(delete(_usage).where(_usage.c.ts < before_ts))
+            d = await conn.execute(delete(_dec).where(_dec.c.ts < before_ts))
+            r = await conn.execute(delete(_resp).where(_resp.c.expires_at <= now()))
+        return {"usage_log": u.rowcount, "routing_decisions": d.rowcount, "responses_store": r.rowcount}

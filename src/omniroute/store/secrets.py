@@ -1,0 +1,166 @@
+"""Secrets at rest (PROV-3): the Fernet key, encryption of connection credentials, and masking.
+
+The key comes, in order, from the ``secret_key`` argument, the ``OMNIROUTE_SECRET_KEY`` environment
+variable, or a generated key file ``secret.key`` (mode 0600) in the data directory — next to the SQLite
+database, or ``~/.omniroute/`` for other databases. Several comma-separated keys may be given to rotate:
+the first encrypts, every one decrypts (``cryptography``'s ``MultiFernet``). An in-memory SQLite
+database with no configured key gets an ephemeral key (its data dies with the process anyway).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+from pathlib import Path
+
+from cryptography.fernet import Fernet, InvalidToken, MultiFernet
+
+from omniroute.store.errors import SECRET_KEY_ENV, SecretKeyMismatch
+
+__all__ = ["KEY_FILE_NAME", "SecretBox", "key_file_path", "load_secret_box", "mask"]
+
+log = logging.getLogger(__name__)
+
+KEY_FILE_NAME = "secret.key"
+_HOME_DIR = Path("~/.omniroute")
+# Public, fixed vendor prefixes: showing them reveals nothing secret and tells the operator which key it is.
+_KNOWN_PREFIXES = (
+    "sk-or-v1-",
+    "sk-proj-",
+    "sk-ant-",
+    "sk-or-",
+    "sk-",
+    "gsk_",
+    "xai-",
+    "pplx-",
+    "nvapi-",
+    "csk-",
+    "fw_",
+    "hf_",
+    "r8_",
+    "AIza",
+)
+_MASK_MIN_LEN_FOR_TAIL = 12
+_MASK_TAIL = 4
+_GENERATE_HINT = (
+    'generate one with: python -c "from cryptography.fernet import Fernet; '
+    'print(Fernet.generate_key().decode())"'
+)
+
+
+class SecretBox:
+    """Encrypts and decrypts credentials with one or more Fernet keys (first key encrypts)."""
+
+    __slots__ = ("_fernet", "source")
+
+    def __init__(self, keys: list[bytes], *, source: str) -> None:
+        if not keys:
+            raise ValueError("at least one secret key is required")
+        self._fernet = MultiFernet([Fernet(k) for k in keys])
+        self.source = source
+
+    def encrypt(self, plaintext: str) -> str:
+        """Fernet token (URL-safe base64 text) for ``plaintext``."""
+        return self._fernet.encrypt(plaintext.encode()).decode("ascii")
+
+    def decrypt(self, token: str) -> str:
+        """Plaintext of a token written by :meth:`encrypt`.
+
+        Raises :class:`SecretKeyMismatch` when no configured key opens it.
+        """
+        try:
+            return self._fernet.decrypt(token.encode("ascii")).decode()
+        except (InvalidToken, ValueError) as exc:
+            raise SecretKeyMismatch(f"key source: {self.source}") from exc
+
+
+def mask(secret: str | None) -> str:
+    """Display form of a credential: a short vendor prefix and at most the last 4 characters.
+
+    ``"sk-proj-abcdefghijkl1234"`` → ``"sk-proj-…1234"``; only well-known public vendor prefixes are
+    shown; secrets under 12 characters show no tail; ``None``/empty → ``""``. Never returns enough to
+    reuse the secret (PROV-3).
+    """
+    if not secret:
+        return ""
+    prefix = next((p for p in _KNOWN_PREFIXES if secret.startswith(p)), "")
+    if len(secret) - len(prefix) < _MASK_MIN_LEN_FOR_TAIL:
+        prefix = ""
+    tail = secret[-_MASK_TAIL:] if len(secret) >= _MASK_MIN_LEN_FOR_TAIL else ""
+    return f"{prefix}…{tail}"
+
+
+def key_file_path(*, sqlite_path: Path | None, data_dir: str | None) -> Path:
+    """The generated key file: in ``data_dir``, else beside the SQLite file, else in ``~/.omniroute/``."""
+    if data_dir is not None:
+        return Path(data_dir).expanduser() / KEY_FILE_NAME
+    if sqlite_path is not None:
+        return sqlite_path.parent / KEY_FILE_NAME
+    return _HOME_DIR.expanduser() / KEY_FILE_NAME
+
+
+def _parse_keys(raw: str, origin: str) -> list[bytes]:
+    keys = [k.strip().encode("ascii") for k in raw.split(",") if k.strip()]
+    if not keys:
+        raise ValueError(f"{origin} is empty; {_GENERATE_HINT}")
+    for k in keys:
+        try:
+            Fernet(k)
+        except ValueError as exc:
+            raise ValueError(
+                f"{origin} must hold Fernet keys (32 url-safe base64-encoded bytes); {_GENERATE_HINT}"
+            ) from exc
+    return keys
+
+
+def _read_or_create_key_file(path: Path) -> bytes:
+    if path.exists():
+        mode = stat.S_IMODE(path.stat().st_mode)
+        if mode & 0o077:
+            log.warning("secret key file %s is readable by others (mode %o); chmod 600 it", path, mode)
+        return path.read_bytes().strip()
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    key = Fernet.generate_key()
+    # Write a private temp file then hard-link it into place: the link fails if another worker won the
+    # race, and no reader ever sees a half-written key.
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        os.write(fd, key + b"\n")
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        key = path.read_bytes().strip()
+    finally:
+        tmp.unlink(missing_ok=True)
+    log.info("generated secret key file %s (back it up: connection secrets need it)", path)
+    return key
+
+
+def load_secret_box(
+    *,
+    secret_key: str | None = None,
+    sqlite_path: Path | None = None,
+    data_dir: str | None = None,
+    ephemeral: bool = False,
+) -> SecretBox:
+    """Resolve the Fernet key(s) as described in the module docstring and return a :class:`SecretBox`.
+
+    ``ephemeral`` (in-memory database) generates a throwaway key instead of a key file. Raises
+    ``ValueError`` for a malformed key.
+    """
+    if secret_key:
+        return SecretBox(_parse_keys(secret_key, "secret_key"), source="secret_key argument")
+    env = os.environ.get(SECRET_KEY_ENV)
+    if env:
+        return SecretBox(_parse_keys(env, SECRET_KEY_ENV), source=SECRET_KEY_ENV)
+    if ephemeral and data_dir is None:
+        return SecretBox([Fernet.generate_key()], source="ephemeral key (in-memory database)")
+    path = key_file_path(sqlite_path=sqlite_path, data_dir=data_dir)
+    key = _read_or_create_key_file(path)
+    return SecretBox(_parse_keys(key.decode("ascii"), str(path)), source=str(path))

@@ -1,0 +1,124 @@
+"""The :class:`Store` facade: opens the database, runs migrations, and composes the repositories.
+
+Every method is async and returns plain dicts or frozen value objects (``omniroute.values.Connection``);
+ORM rows never leave the store (DESIGN house style 9).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from omniroute.store.db import DatabaseTarget, create_engine, parse_database_url
+from omniroute.store.errors import SECRET_KEY_ENV
+from omniroute.store.migrations import migrate
+from omniroute.store.repos.api_keys import ApiKeysRepo
+from omniroute.store.repos.combos import CombosRepo
+from omniroute.store.repos.connections import ConnectionsRepo
+from omniroute.store.repos.routing import RoutingRepo
+from omniroute.store.repos.usage import UsageRepo
+from omniroute.store.secrets import KEY_FILE_NAME, SecretBox, load_secret_box
+
+__all__ = ["PING_TIMEOUT_S", "Store"]
+
+log = logging.getLogger(__name__)
+
+PING_TIMEOUT_S = 2.0
+"""How long :meth:`Store.ping` waits for the database before reporting it unreachable (s)."""
+
+
+class Store(ConnectionsRepo, ApiKeysRepo, CombosRepo, RoutingRepo, UsageRepo):
+    """Config and usage persistence on SQLite (STORE-1) or PostgreSQL (STORE-2).
+
+    Build it with :meth:`open`; close it with :meth:`close`. Methods by area:
+
+    * connections (PROV-3): ``upsert_connection``, ``list_connections``, ``get_connection``,
+      ``delete_connection``, ``update_connection_state``, ``connection_state``,
+      ``list_connections_public``; provider nodes: ``upsert_provider_node``, ``list_provider_nodes``,
+      ``delete_provider_node``
+    * API keys (API-8): ``create_api_key``, ``verify_api_key``, ``api_keys_for_auth``, ``list_api_keys``,
+      ``revoke_api_key``, ``add_spend``, ``upsert_api_key_from_config``
+    * combos (COMBO-1/2): ``list_combos``, ``get_combo``, ``create_combo``, ``update_combo``,
+      ``delete_combo``, ``upsert_combo_by_name``; ``list_mappings``, ``get_mapping``, ``create_mapping``,
+      ``update_mapping``, ``delete_mapping``, ``upsert_mapping_by_pattern``, ``upsert_mapping_from_config``
+    * fallback chains (RESIL-4): ``list_chains``, ``set_chain``, ``delete_chain``; auto exclusions
+      (AUTO-2): ``list_exclusions``, ``add_exclusion``, ``remove_exclusion``
+    * usage (OBS-1): ``write_usage``, ``usage_stats``, ``recent_usage``; decisions (OBS-2):
+      ``save_decisions``, ``get_decision``; responses: ``save_response``, ``get_response``; ``prune``
+    """
+
+    def __init__(self, engine: AsyncEngine, secrets: SecretBox, target: DatabaseTarget) -> None:
+        self._engine = engine
+        self._secrets = secrets
+        self._target = target
+
+    @classmethod
+    async def open(cls, url: str, *, secret_key: str | None = None, data_dir: str | None = None) -> Store:
+        """Connect to ``url``, upgrade the schema to head, and resolve the secret key.
+
+        ``url``: ``sqlite:///./data/omniroute.db`` (parent folder created), ``sqlite://`` (in memory) or
+        ``postgresql://user@host/db``. ``secret_key``: Fernet key(s), else ``OMNIROUTE_SECRET_KEY``, else
+        ``<data_dir or the SQLite folder or ~/.omniroute>/secret.key`` (created 0600). Raises
+        ``ValueError`` for an unsupported URL or malformed key, and SQLAlchemy/driver errors when the
+        database is unreachable.
+        """
+        target = parse_database_url(url)
+        secrets = load_secret_box(
+            secret_key=secret_key,
+            sqlite_path=target.sqlite_path,
+            data_dir=data_dir,
+            ephemeral=target.memory,
+        )
+        engine = create_engine(target)
+        try:
+            await migrate(engine)
+        except BaseException:
+            await engine.dispose()
+            raise
+        log.info("store open: %s (secret key from %s)", target.display(), secrets.source)
+        if target.dialect == "postgresql" and secrets.source.endswith(KEY_FILE_NAME):
+            # Replicas on other hosts would each generate their own file and fail to read each other's
+            # secrets (STORE-2); one shared key in the environment avoids that.
+            log.warning(
+                "PostgreSQL store with a local key file (%s): set %s so every replica uses the same key",
+                secrets.source,
+                SECRET_KEY_ENV,
+            )
+        return cls(engine, secrets, target)
+
+    async def close(self) -> None:
+        """Close every pooled connection; the store is unusable afterwards."""
+        await self._engine.dispose()
+
+    async def ping(self) -> bool:
+        """``True`` when the database answers ``SELECT 1`` within :data:`PING_TIMEOUT_S` (OBS-4 ready)."""
+        try:
+            async with asyncio.timeout(PING_TIMEOUT_S), self._engine.connect() as conn:
+                await conn.execute(text("SELECT 1"))
+        except Exception as exc:
+            log.warning("store ping failed: %s", exc)
+            return False
+        return True
+
+    @property
+    def url(self) -> str:
+        """The database URL with the password hidden."""
+        return self._target.display()
+
+    @property
+    def engine(self) -> AsyncEngine:
+        """The underlying engine, for tests and maintenance commands; application code uses the methods."""
+        return self._engine
+
+    def __repr__(self) -> str:
+        return f"Store({self.url!r})"
+
+    async def __aenter__(self) -> Store:
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()

@@ -1,0 +1,295 @@
+"""The fake-provider fault grammar and the reply model the wire-format renderers draw.
+
+Owns three things, all pure (no I/O):
+
+- `parse_behaviour`: a model name such as ``gpt-4o+fail-429-retry-2`` → a `Behaviour` (the grammar
+  table lives in `omniroute.testing.fake_provider`'s docstring);
+- `Reply` / `Event`: what one fake answer contains and one streamed event carries, format-neutral
+  enough for `_openai`, `_anthropic` and `_gemini` to render;
+- `stream_script`: a rendered event list plus a `Behaviour` → the ordered `Step`s the server plays
+  (send, sleep, cut, error, stall), which is where every streaming fault is placed.
+"""
+
+from __future__ import annotations
+
+import re
+import urllib.parse
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+DEFAULT_CHUNKS = 5
+MIN_ARGUMENT_CHUNKS = 3  # every real provider splits tool arguments; ≥3 pieces exercises reassembly
+MALFORMED_DATA = "{not json"
+DEFAULT_TOOL_NAME = "get_weather"
+TOOL_ARGUMENTS = '{"city": "Paris", "unit": "celsius"}'
+
+UsageMode = Literal["early", "late", "missing"]
+Finish = Literal["stop", "length", "tool"]
+StepKind = Literal["send", "sleep", "cut", "error", "stall"]
+
+
+@dataclass(frozen=True, slots=True)
+class Behaviour:
+    """Everything a model name asks the fake provider to do; the defaults answer plainly.
+
+    Times are milliseconds; ``*_after`` counts are content-bearing chunks; ``None`` means "off".
+    """
+
+    chunks: int = DEFAULT_CHUNKS
+    latency_ms: int = 0
+    slow_ttft_ms: int = 0
+    fail_status: int | None = None
+    fail_times: int | None = None  # None: fail every call
+    retry_after_s: int | None = None
+    retry_after_ms: int | None = None
+    message: str | None = None
+    error_event: bool = False
+    error_after: int | None = None
+    cut_after: int | None = None
+    stall: bool = False
+    stall_after: int | None = None
+    malformed_at: int | None = None
+    no_done: bool = False
+    tool_calls: int = 0
+    text_and_tool: bool = False
+    usage: UsageMode = "late"
+    context_limit: int | None = None
+    stamp: bool = False
+    reasoning: bool = False
+
+
+_INT = r"(\d{1,9})"
+_FAIL = re.compile(r"fail-(\d{3})((?:-retry-\d{1,9}|-times-\d{1,9})*)")
+_FAIL_OPTION = re.compile(r"-(retry|times)-(\d+)")
+_INT_DIRECTIVES: dict[str, re.Pattern[str]] = {
+    "chunks": re.compile(rf"chunks-{_INT}"),
+    "latency_ms": re.compile(rf"latency-{_INT}"),
+    "slow_ttft_ms": re.compile(rf"slow-ttft-{_INT}"),
+    "retry_after_ms": re.compile(rf"retry-ms-{_INT}"),
+    "retry_after_s": re.compile(rf"retry-{_INT}"),
+    "error_after": re.compile(rf"error-after-{_INT}"),
+    "cut_after": re.compile(rf"cut-after-{_INT}"),
+    "stall_after": re.compile(rf"stall-after-{_INT}"),
+    "malformed_at": re.compile(rf"malformed-at-{_INT}"),
+    "tool_calls": re.compile(rf"tools-{_INT}"),
+    "context_limit": re.compile(rf"ctx-{_INT}"),
+}
+_FLAG_DIRECTIVES: dict[str, tuple[str, object]] = {
+    "error-event": ("error_event", True),
+    "stall": ("stall", True),
+    "no-done": ("no_done", True),
+    "tool-call": ("tool_calls", 1),
+    "text-and-tool": ("text_and_tool", True),
+    "usage-early": ("usage", "early"),
+    "usage-late": ("usage", "late"),
+    "usage-missing": ("usage", "missing"),
+    "stamp": ("stamp", True),
+    "reasoning": ("reasoning", True),
+}
+
+
+def parse_behaviour(spec: str) -> Behaviour:
+    """Parse a model name (or a `set_behaviour` spec) into a `Behaviour`.
+
+    The name is split on ``+``; each piece that matches a directive sets its field (later pieces win),
+    anything else — the base model name, typos — is ignored, so ``gpt-4o`` simply answers.
+    Never raises.
+    """
+    changes: dict[str, Any] = {}
+    for directive in spec.split("+"):
+        changes.update(_parse_directive(directive.strip()))
+    if changes.get("text_and_tool") and not changes.get("tool_calls"):
+        changes["tool_calls"] = 1
+    if "chunks" in changes:
+        changes["chunks"] = max(1, changes["chunks"])
+    return replace(Behaviour(), **changes)
+
+
+def _parse_directive(directive: str) -> dict[str, Any]:
+    if directive in _FLAG_DIRECTIVES:
+        name, value = _FLAG_DIRECTIVES[directive]
+        return {name: value}
+    if directive.startswith("msg-") and len(directive) > len("msg-"):
+        return {"message": urllib.parse.unquote(directive[len("msg-") :].replace("_", " "))}
+    if match := _FAIL.fullmatch(directive):
+        found: dict[str, Any] = {"fail_status": int(match[1])}
+        for option, number in _FAIL_OPTION.findall(match[2]):
+            found["retry_after_s" if option == "retry" else "fail_times"] = int(number)
+        return found
+    for name, pattern in _INT_DIRECTIVES.items():
+        if match := pattern.fullmatch(directive):
+            return {name: int(match[1])}
+    return {}
+
+
+@dataclass(frozen=True, slots=True)
+class Prompt:
+    """What the fake reads from a request body, whatever its wire format.
+
+    ``words`` counts whitespace-separated words over system text and every message (min 1);
+    ``max_tokens`` is the request's output cap, ``None`` when absent.
+    """
+
+    model: str
+    words: int
+    last_user_text: str
+    tool_names: tuple[str, ...]
+    stream: bool
+    include_usage: bool = False
+    max_tokens: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One function call in a fake answer; ``arguments`` is JSON text, ``id`` an unprefixed token."""
+
+    id: str
+    name: str
+    arguments: str = TOOL_ARGUMENTS
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """One fake answer, format-neutral: the renderers turn it into a body or an event list.
+
+    ``id`` is an unprefixed token (renderers add ``chatcmpl-``, ``msg_`` …); ``created`` is Unix
+    seconds; tokens are whitespace-separated words (the fake's tokenizer).
+    """
+
+    id: str
+    model: str
+    created: int
+    text: str
+    reasoning: str
+    tool_calls: tuple[ToolCall, ...]
+    finish: Finish
+    prompt_tokens: int
+    completion_tokens: int
+    usage: UsageMode
+    include_usage: bool
+    chunks: int
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def text_chunks(self) -> list[str]:
+        """The answer text cut into `chunks` non-empty pieces (fewer if the text is shorter)."""
+        return split_even(self.text, self.chunks) if self.text else []
+
+    def argument_chunks(self, call: ToolCall) -> list[str]:
+        """A call's arguments JSON cut into at least three pieces, as providers stream them."""
+        return split_even(call.arguments, max(MIN_ARGUMENT_CHUNKS, self.chunks))
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One streamed event: ``data`` is a JSON object, or a string sent verbatim (``[DONE]``).
+
+    ``content`` marks content-bearing events (text, reasoning, tool-call start or arguments — the
+    RESIL-9 commit point); ``terminal`` marks the end-of-stream marker that ``no-done`` drops.
+    """
+
+    data: Mapping[str, Any] | str
+    name: str | None = None
+    content: bool = False
+    terminal: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One thing the server does while streaming; ``ms`` is used by ``sleep`` only."""
+
+    kind: StepKind
+    event: Event | None = field(default=None)
+    ms: int = 0
+
+
+def split_even(text: str, parts: int) -> list[str]:
+    """Cut ``text`` into ``parts`` contiguous, non-empty pieces of near-equal length."""
+    parts = max(1, min(parts, len(text)))
+    size, extra = divmod(len(text), parts)
+    pieces, start = [], 0
+    for index in range(parts):
+        end = start + size + (1 if index < extra else 0)
+        pieces.append(text[start:end])
+        start = end
+    return pieces
+
+
+def count_words(text: str) -> int:
+    """The fake tokenizer: whitespace-separated words."""
+    return len(text.split())
+
+
+def text_of(content: object) -> str:
+    """All text in a message's content: a string, or parts/blocks with ``text`` (and nested ``content``,
+    as Anthropic tool results have); anything else contributes nothing."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(text for item in content if (text := text_of(item)))
+    if isinstance(content, dict):
+        pieces = [content.get("text"), text_of(content.get("content"))]
+        return " ".join(piece for piece in pieces if isinstance(piece, str) and piece)
+    return ""
+
+
+def positive_int(value: object) -> int | None:
+    """``value`` if it is a positive JSON integer, else ``None`` (for optional request limits)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    return None
+
+
+def stream_script(events: Sequence[Event], behaviour: Behaviour) -> list[Step]:
+    """Place the streaming faults of ``behaviour`` into a rendered event list.
+
+    Rules (K counts content-bearing events): ``malformed-at-K`` replaces the K-th event of any kind;
+    ``no-done`` drops terminal events; ``slow-ttft`` sleeps before the first content event;
+    ``error-event`` errors before the first event, ``error-after-K`` / ``cut-after-K`` /
+    ``stall-after-K`` act right after the K-th content event (K=0: just before the first one; K past
+    the end: after the last one), and the earliest of them wins.
+    """
+    playable = [event for event in events if not (behaviour.no_done and event.terminal)]
+    if behaviour.malformed_at is not None and 1 <= behaviour.malformed_at <= len(playable):
+        index = behaviour.malformed_at - 1
+        playable[index] = replace(playable[index], data=MALFORMED_DATA)
+
+    stops: list[tuple[int, StepKind]] = []
+    if behaviour.error_event:
+        stops.append((0, "error"))
+    fault_points: tuple[tuple[int | None, StepKind], ...] = (
+        (behaviour.error_after, "error"),
+        (behaviour.cut_after, "cut"),
+        (behaviour.stall_after, "stall"),
+    )
+    for after, kind in fault_points:
+        if after is not None:
+            stops.append((_position_after(playable, after), kind))
+    stop = min(stops, default=None, key=lambda item: item[0])
+
+    steps: list[Step] = []
+    first_content = True
+    for index, event in enumerate(playable):
+        if stop is not None and index == stop[0]:
+            break
+        if event.content and first_content:
+            first_content = False
+            if behaviour.slow_ttft_ms:
+                steps.append(Step("sleep", ms=behaviour.slow_ttft_ms))
+        steps.append(Step("send", event))
+    if stop is not None:
+        steps.append(Step(stop[1]))
+    return steps
+
+
+def _position_after(events: Sequence[Event], count: int) -> int:
+    """Index just after the ``count``-th content event (before the first one when ``count`` is 0)."""
+    content_indexes = [index for index, event in enumerate(events) if event.content]
+    if not content_indexes:
+        return len(events)
+    if count <= 0:
+        return content_indexes[0]
+    return content_indexes[min(count, len(content_indexes)) - 1] + 1

@@ -1,0 +1,175 @@
+"""Helpers shared by the wire-format translators and adapters (PROV-1): canonical chunk building,
+data URLs, tool-argument JSON, SSE framing and the ``_native`` frame key.
+
+The canonical shapes are OpenAI's: a ``chat.completion`` response, ``chat.completion.chunk`` stream
+chunks and the Chat Completions request body. Two extensions ride along on assistant messages and
+are ignored by OpenAI clients: ``reasoning_content`` (text of the model's reasoning) and
+``thinking_blocks`` (Anthropic ``thinking``/``redacted_thinking`` blocks with their signatures, so a
+conversation can be replayed to Anthropic). A stream chunk may carry :data:`NATIVE`: the upstream's
+raw SSE frame, set only on same-format pass-through streams so the client surface can forward the
+upstream's own events unchanged.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+import orjson
+
+NATIVE = "_native"
+"""Chunk key holding the raw upstream SSE frame (bytes) in same-format pass-through streams."""
+
+DEFAULT_MAX_TOKENS = 4096
+"""Output cap sent to upstreams that require one (Anthropic) when neither request nor catalog has it."""
+
+
+def new_id(prefix: str) -> str:
+    """A fresh random id such as ``call_3f2a…`` (24 hex digits)."""
+    return f"{prefix}{uuid.uuid4().hex[:24]}"
+
+
+def now_s() -> int:
+    """Unix time in whole seconds (``created`` fields)."""
+    return int(time.time())
+
+
+def dumps(obj: Any) -> str:
+    """Compact JSON text."""
+    return orjson.dumps(obj).decode()
+
+
+def loads_object(text: Any) -> dict[str, Any]:
+    """Tool-call arguments (JSON text) as an object; ``{}`` when empty, malformed or not an object."""
+    if isinstance(text, dict):
+        return text
+    if not isinstance(text, str | bytes) or not text:
+        return {}
+    try:
+        obj = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return {}
+    return obj if isinstance(obj, dict) else {}
+
+
+def parse_data_url(url: str) -> tuple[str, str] | None:
+    """``data:<media type>;base64,<data>`` → ``(media_type, data)``; ``None`` for other URLs."""
+    if not url.startswith("data:"):
+        return None
+    head, sep, data = url[5:].partition(",")
+    if not sep or not head.endswith(";base64"):
+        return None
+    return head[: -len(";base64")] or "application/octet-stream", data
+
+
+def data_url(media_type: str, data: str) -> str:
+    """``(media_type, base64 data)`` → a ``data:`` URL."""
+    return f"data:{media_type};base64,{data}"
+
+
+def text_of(content: Any) -> str:
+    """The text of an OpenAI message ``content`` (a string or a list of parts); ``""`` for ``None``."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            str(p.get("text") or "")
+            for p in content
+            if isinstance(p, dict) and p.get("type") in ("text", None)
+        )
+    return ""
+
+
+def chunk(
+    id: str,
+    model: str,
+    created: int,
+    delta: dict[str, Any] | None = None,
+    finish: str | None = None,
+    *,
+    index: int = 0,
+    usage: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """One canonical ``chat.completion.chunk`` with a single choice (``choices: []`` when ``delta`` is
+    ``None`` and there is no finish)."""
+    out: dict[str, Any] = {"id": id, "object": "chat.completion.chunk", "created": created, "model": model}
+    if delta is None and finish is None:
+        out["choices"] = []
+    else:
+        out["choices"] = [{"index": index, "delta": delta or {}, "finish_reason": finish}]
+    if usage is not None:
+        out["usage"] = usage
+    return out
+
+
+def usage_dict(prompt: int, completion: int, cached: int = 0, reasoning: int = 0) -> dict[str, Any]:
+    """An OpenAI ``usage`` object; ``cached`` is part of ``prompt`` and ``reasoning`` of ``completion``."""
+    out: dict[str, Any] = {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
+    if cached:
+        out["prompt_tokens_details"] = {"cached_tokens": cached}
+    if reasoning:
+        out["completion_tokens_details"] = {"reasoning_tokens": reasoning}
+    return out
+
+
+def usage_numbers(usage: Any) -> tuple[int, int, int]:
+    """``(prompt, completion, cached)`` from a canonical ``usage`` object (zeros when absent)."""
+    if not isinstance(usage, dict):
+        return 0, 0, 0
+    details = usage.get("prompt_tokens_details")
+    cached = int(details.get("cached_tokens") or 0) if isinstance(details, dict) else 0
+    return int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0), cached
+
+
+def sse(event: str | None, obj: Any) -> bytes:
+    """One SSE frame: ``event: <name>`` (when given) and ``data: <json>``."""
+    head = f"event: {event}\n".encode() if event else b""
+    return head + b"data: " + orjson.dumps(obj) + b"\n\n"
+
+
+def sse_frame(event: str, data: bytes) -> bytes:
+    """Re-frame a received SSE event unchanged (pass-through streams)."""
+    head = f"event: {event}\n".encode() if event else b""
+    return head + b"data: " + data + b"\n\n"
+
+
+EFFORT_BUDGETS: dict[str, int] = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 24576}
+"""``reasoning_effort`` → thinking budget in tokens (Anthropic ``budget_tokens``, Gemini
+``thinkingBudget``); the inverse uses the nearest bucket (:func:`effort_for_budget`)."""
+
+
+def effort_for_budget(budget: int) -> str:
+    """A thinking budget in tokens → the nearest ``reasoning_effort`` (low/medium/high)."""
+    if budget <= EFFORT_BUDGETS["low"]:
+        return "low"
+    if budget <= EFFORT_BUDGETS["medium"]:
+        return "medium"
+    return "high"
+
+
+SIG_SEP = "__thought__"
+"""Separator between a generated tool-call id and the URL-safe Gemini ``thoughtSignature`` it carries
+(Gemini requires a function call's signature back on the next turn; carrying it in the id lets it
+survive a round trip through any client format)."""
+
+
+def call_id(signature: str | None = None) -> str:
+    """A fresh tool-call id, carrying ``signature`` (base64) URL-safe after :data:`SIG_SEP`."""
+    cid = new_id("call_")
+    if signature:
+        cid += SIG_SEP + signature.replace("+", "-").replace("/", "_").rstrip("=")
+    return cid
+
+
+def signature_of(tool_call_id: str) -> str | None:
+    """The ``thoughtSignature`` carried in a tool-call id made by :func:`call_id`, else ``None``."""
+    _, sep, sig = tool_call_id.partition(SIG_SEP)
+    if not sep or not sig:
+        return None
+    sig = sig.replace("-", "+").replace("_", "/")
+    return sig + "=" * (-len(sig) % 4)

@@ -1,0 +1,277 @@
+"""Canonical response/stream → Anthropic Messages (API-3, API-6, RESIL-9): the ``message`` object, the
+SSE event sequence and the error shape.
+
+Stream order (https://docs.anthropic.com/en/api/messages-streaming): ``message_start``, then per
+content block ``content_block_start`` → ``content_block_delta``… → ``content_block_stop`` (blocks in
+order, indexes from 0, no empty leading text block), then ``message_delta`` (``stop_reason`` +
+usage) and ``message_stop``. A failure after commit ends the stream with ``event: error`` and no
+``message_stop``, so a truncated answer is never presented as complete. Pass-through chunks
+(carrying :data:`~omniroute.translate._common.NATIVE`) are forwarded byte for byte.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from omniroute.errors import GatewayError
+from omniroute.translate._common import NATIVE, loads_object, new_id, sse, text_of, usage_numbers
+from omniroute.values import Usage
+
+STOP_REASONS: dict[str, str] = {
+    "stop": "end_turn",
+    "length": "max_tokens",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+    "content_filter": "refusal",
+}
+"""Canonical ``finish_reason`` → Anthropic ``stop_reason``."""
+
+ERROR_TYPES: dict[int, str] = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    402: "billing_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    503: "overloaded_error",
+    504: "timeout_error",
+    529: "overloaded_error",
+}
+"""HTTP status → Anthropic ``error.type`` (https://docs.anthropic.com/en/api/errors); other 5xx →
+``api_error``, other 4xx → ``invalid_request_error``."""
+
+
+def error_type(status: int) -> str:
+    return ERROR_TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error")
+
+
+def error_body(err: GatewayError) -> dict[str, Any]:
+    """``{"type": "error", "error": {"type", "message"}}`` (+ top-level extras such as RESIL-7
+    ``diagnostics``)."""
+    return {"type": "error", "error": {"type": error_type(err.status), "message": err.message}, **err.extra}
+
+
+def message_id(cid: Any) -> str:
+    """A ``msg_…`` id derived from a canonical id."""
+    if isinstance(cid, str) and cid.startswith("msg_"):
+        return cid
+    if isinstance(cid, str) and cid:
+        return "msg_" + cid.removeprefix("chatcmpl-")
+    return new_id("msg_")
+
+
+def anthropic_usage(prompt: int, completion: int, cached: int) -> dict[str, int]:
+    """Canonical token counts → Anthropic ``usage`` (``input_tokens`` excludes cache reads)."""
+    return {
+        "input_tokens": max(prompt - cached, 0),
+        "output_tokens": completion,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": cached,
+    }
+
+
+def stop_reason(finish: Any, had_tools: bool) -> str:
+    reason = STOP_REASONS.get(str(finish), "end_turn") if finish else "end_turn"
+    return "tool_use" if reason == "end_turn" and had_tools else reason
+
+
+def render_message(resp: dict[str, Any]) -> dict[str, Any]:
+    """Canonical ``chat.completion`` → Anthropic ``message`` (first choice).
+
+    ``thinking_blocks`` (or ``reasoning_content``) → thinking blocks, text → one text block (none when
+    empty), ``tool_calls`` → ``tool_use`` blocks with parsed ``input``."""
+    choices = resp.get("choices") or [{}]
+    choice = choices[0]
+    msg = choice.get("message") or {}
+    content: list[dict[str, Any]] = []
+    if msg.get("thinking_blocks"):
+        content += [dict(b) for b in msg["thinking_blocks"]]
+    elif msg.get("reasoning_content") or msg.get("reasoning"):
+        content.append(
+            {
+                "type": "thinking",
+                "thinking": msg.get("reasoning_content") or msg.get("reasoning"),
+                "signature": "",
+            }
+        )
+    text = text_of(msg.get("content"))
+    if text:
+        content.append({"type": "text", "text": text})
+    calls = msg.get("tool_calls") or []
+    for tc in calls:
+        fn = tc.get("function") or {}
+        content.append(
+            {
+                "type": "tool_use",
+                "id": tc.get("id") or new_id("toolu_"),
+                "name": fn.get("name") or "",
+                "input": loads_object(fn.get("arguments")),
+            }
+        )
+    return {
+        "id": message_id(resp.get("id")),
+        "type": "message",
+        "role": "assistant",
+        "model": resp.get("model") or "",
+        "content": content,
+        "stop_reason": stop_reason(choice.get("finish_reason"), bool(calls)),
+        "stop_sequence": None,
+        "usage": anthropic_usage(*usage_numbers(resp.get("usage"))),
+    }
+
+
+class AnthropicStreamEncoder:
+    """Canonical chunks → Anthropic SSE events (stateful; one per response).
+
+    Blocks open lazily on the first non-empty delta of their kind (thinking, text, or one tool_use per
+    tool-call index, opened with its ``id`` and ``name``; argument fragments become
+    ``input_json_delta``s), so no empty block is ever sent. Within one chunk reasoning, then text,
+    then tool calls are emitted, so a chunk carrying text and a tool-call start yields both blocks.
+    """
+
+    __slots__ = (
+        "block",
+        "finish",
+        "id",
+        "kind",
+        "model",
+        "native",
+        "nblocks",
+        "started",
+        "stopped",
+        "tools",
+        "usage",
+    )
+
+    def __init__(self, model: str = "") -> None:
+        self.id = ""
+        self.model = model
+        self.started = False
+        self.native = False
+        self.stopped = False
+        self.block = -1
+        self.kind = ""
+        self.nblocks = 0
+        self.tools: dict[int, int] = {}
+        self.finish: str | None = None
+        self.usage: dict[str, Any] | None = None
+
+    def start(self) -> bytes:
+        return b""
+
+    def _message_start(self, ch: dict[str, Any]) -> bytes:
+        self.started = True
+        self.id = message_id(ch.get("id"))
+        self.model = ch.get("model") or self.model
+        prompt, _, cached = usage_numbers(ch.get("usage"))
+        usage = anthropic_usage(prompt, 0, cached)
+        return sse(
+            "message_start",
+            {
+                "type": "message_start",
+                "message": {
+                    "id": self.id,
+                    "type": "message",
+                    "role": "assistant",
+                    "model": self.model,
+                    "content": [],
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": usage,
+                },
+            },
+        )
+
+    def _close(self) -> bytes:
+        if self.block < 0:
+            return b""
+        idx, self.block, self.kind = self.block, -1, ""
+        return sse("content_block_stop", {"type": "content_block_stop", "index": idx})
+
+    def _open(self, kind: str, block: dict[str, Any]) -> bytes:
+        out = self._close()
+        self.block, self.kind = self.nblocks, kind
+        self.nblocks += 1
+        return out + sse(
+            "content_block_start",
+            {"type": "content_block_start", "index": self.block, "content_block": block},
+        )
+
+    def _delta(self, idx: int, delta: dict[str, Any]) -> bytes:
+        return sse("content_block_delta", {"type": "content_block_delta", "index": idx, "delta": delta})
+
+    def chunk(self, ch: dict[str, Any]) -> bytes:
+        native = ch.get(NATIVE)
+        if native is not None:
+            self.native = self.started = True
+            if native.startswith(b"event: message_stop"):
+                self.stopped = True
+            return bytes(native)
+        out = b"" if self.started else self._message_start(ch)
+        if ch.get("usage"):
+            self.usage = ch["usage"]
+        for c in ch.get("choices") or ():
+            if c.get("index", 0) != 0:
+                continue
+            out += self._choice(c)
+        return out
+
+    def _choice(self, c: dict[str, Any]) -> bytes:
+        out = b""
+        d = c.get("delta") or {}
+        reasoning = d.get("reasoning_content") or d.get("reasoning")
+        if reasoning:
+            if self.kind != "thinking":
+                out += self._open("thinking", {"type": "thinking", "thinking": "", "signature": ""})
+            out += self._delta(self.block, {"type": "thinking_delta", "thinking": reasoning})
+        if d.get("content"):
+            if self.kind != "text":
+                out += self._open("text", {"type": "text", "text": ""})
+            out += self._delta(self.block, {"type": "text_delta", "text": d["content"]})
+        for pos, tc in enumerate(d.get("tool_calls") or ()):
+            ti = tc.get("index", pos)
+            fn = tc.get("function") or {}
+            if ti not in self.tools:
+                out += self._open(
+                    "tool_use",
+                    {
+                        "type": "tool_use",
+                        "id": tc.get("id") or new_id("toolu_"),
+                        "name": fn.get("name") or "",
+                        "input": {},
+                    },
+                )
+                self.tools[ti] = self.block
+            if fn.get("arguments"):
+                out += self._delta(
+                    self.tools[ti], {"type": "input_json_delta", "partial_json": fn["arguments"]}
+                )
+        if c.get("finish_reason"):
+            self.finish = c["finish_reason"]
+        return out
+
+    def end(self, usage: Usage | None) -> bytes:
+        if self.native:
+            return b"" if self.stopped else sse("message_stop", {"type": "message_stop"})
+        out = b"" if self.started else self._message_start({})
+        out += self._close()
+        if usage is not None:
+            prompt, completion, cached = usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens
+        else:
+            prompt, completion, cached = usage_numbers(self.usage)
+        out += sse(
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": stop_reason(self.finish, bool(self.tools)), "stop_sequence": None},
+                "usage": anthropic_usage(prompt, completion, cached),
+            },
+        )
+        return out + sse("message_stop", {"type": "message_stop"})
+
+    def error(self, err: GatewayError) -> bytes:
+        out = b"" if self.started else self._message_start({})
+        return out + sse(
+            "error", {"type": "error", "error": {"type": error_type(err.status), "message": err.message}}
+        )

@@ -1,0 +1,275 @@
+"""Gemini ``generateContent`` request → canonical request (PROV-1, API-6), for the Gemini-style inbound
+routes.
+
+Input: a ``GenerateContentRequest`` (https://ai.google.dev/api/generate-content): ``contents`` (turns
+with role ``user`` | ``model`` and ``parts``: ``text``, ``inlineData``, ``fileData``, ``functionCall``,
+``functionResponse``; ``thought`` parts are dropped), ``systemInstruction``, ``tools``
+(``functionDeclarations`` with ``parameters`` in Gemini's OpenAPI subset or ``parametersJsonSchema``),
+``toolConfig.functionCallingConfig`` and ``generationConfig``. Field names are accepted in camelCase
+(REST) and snake_case (as some SDKs send them). The model comes from the URL.
+
+A ``functionResponse`` is matched to its call by ``id`` when both carry one, else to the latest
+unanswered call of the same name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from omniroute.errors import InvalidRequest
+from omniroute.translate._common import data_url, dumps, effort_for_budget, new_id
+
+_MODES = {"AUTO": "auto", "VALIDATED": "auto", "NONE": "none", "ANY": "required"}
+_PART_KINDS = "text, inlineData, fileData, functionCall, functionResponse"
+
+
+def _bad(param: str, message: str) -> InvalidRequest:
+    return InvalidRequest(message, param=param)
+
+
+def _get(d: Mapping[str, Any], camel: str) -> Any:
+    """``d[camel]``, else its snake_case spelling."""
+    if camel in d:
+        return d[camel]
+    snake = "".join(f"_{c.lower()}" if c.isupper() else c for c in camel)
+    return d.get(snake)
+
+
+def json_schema(schema: Any) -> Any:
+    """Gemini's OpenAPI-subset schema → JSON Schema: type names lower-cased, ``nullable`` → a
+    ``"null"`` type, ``propertyOrdering`` dropped."""
+    if isinstance(schema, list):
+        return [json_schema(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in ("propertyOrdering", "property_ordering", "nullable"):
+            continue
+        if key == "type" and isinstance(value, str):
+            value = value.lower()
+        elif key == "properties" and isinstance(value, dict):
+            value = {name: json_schema(p) for name, p in value.items()}
+        elif key in ("items", "anyOf", "any_of"):
+            key, value = ("anyOf" if key == "any_of" else key), json_schema(value)
+        out[key] = value
+    if schema.get("nullable") and isinstance(out.get("type"), str):
+        out["type"] = [out["type"], "null"]
+    return out
+
+
+def _media(where: str, blob: Any, key: str) -> dict[str, Any]:
+    if not isinstance(blob, dict):
+        raise _bad(where, f"'{where}' must be an object.")
+    mime = str(_get(blob, "mimeType") or "application/octet-stream")
+    if key == "inlineData":
+        if not isinstance(blob.get("data"), str):
+            raise _bad(f"{where}.data", f"'{where}.data' must be base64 text.")
+        url = data_url(mime, blob["data"])
+    else:
+        url = str(_get(blob, "fileUri") or "")
+        if not url:
+            raise _bad(f"{where}.fileUri", f"'{where}.fileUri' is required.")
+    if mime.startswith("image/") or key == "fileData":
+        return {"type": "image_url", "image_url": {"url": url}}
+    return {"type": "file", "file": {"filename": "file", "file_data": url}}
+
+
+class _Calls:
+    """Tool-call ids for ``functionCall`` parts and the matching of ``functionResponse`` parts."""
+
+    def __init__(self) -> None:
+        self.open: list[tuple[str, str]] = []  # (id, name) not yet answered, oldest first
+
+    def call(self, fc: Mapping[str, Any]) -> dict[str, Any]:
+        cid = str(fc.get("id") or new_id("call_"))
+        name = str(fc.get("name") or "")
+        self.open.append((cid, name))
+        return {
+            "id": cid,
+            "type": "function",
+            "function": {"name": name, "arguments": dumps(fc.get("args") or {})},
+        }
+
+    def answer(self, fr: Mapping[str, Any]) -> str:
+        want, name = fr.get("id"), fr.get("name")
+        for pos in range(len(self.open) - 1, -1, -1):
+            cid, cname = self.open[pos]
+            if (want and cid == want) or (not want and cname == name):
+                del self.open[pos]
+                return cid
+        return str(want or new_id("call_"))
+
+
+def _turn(content: Any, i: int, calls: _Calls) -> list[dict[str, Any]]:
+    """One ``Content`` → canonical messages (user text/media, model text + tool_calls, tool results)."""
+    where = f"contents[{i}]"
+    if not isinstance(content, dict):
+        raise _bad(where, f"'{where}' must be an object with 'role' and 'parts'.")
+    role = content.get("role") or "user"
+    if role not in ("user", "model", "function", "tool"):
+        raise _bad(f"{where}.role", f"'{where}.role' must be 'user' or 'model'; got {role!r}.")
+    parts = content.get("parts")
+    if not isinstance(parts, list):
+        raise _bad(f"{where}.parts", f"'{where}.parts' must be an array of parts.")
+    texts: list[dict[str, Any]] = []
+    tool_calls: list[dict[str, Any]] = []
+    results: list[dict[str, Any]] = []
+    for j, p in enumerate(parts):
+        pw = f"{where}.parts[{j}]"
+        if not isinstance(p, dict):
+            raise _bad(pw, f"'{pw}' must be an object.")
+        if isinstance(p.get("text"), str):
+            if not p.get("thought"):
+                texts.append({"type": "text", "text": p["text"]})
+        elif (blob := _get(p, "inlineData")) is not None:
+            texts.append(_media(f"{pw}.inlineData", blob, "inlineData"))
+        elif (blob := _get(p, "fileData")) is not None:
+            texts.append(_media(f"{pw}.fileData", blob, "fileData"))
+        elif isinstance(fc := _get(p, "functionCall"), dict):
+            tool_calls.append(calls.call(fc))
+        elif isinstance(fr := _get(p, "functionResponse"), dict):
+            results.append(
+                {"role": "tool", "tool_call_id": calls.answer(fr), "content": dumps(fr.get("response") or {})}
+            )
+        elif not (_get(p, "thoughtSignature") and len(p) == 1):
+            raise _bad(pw, f"'{pw}' must carry one of {_PART_KINDS}.")
+    if role == "model":
+        if not texts and not tool_calls:
+            return []
+        msg: dict[str, Any] = {
+            "role": "assistant",
+            "content": "".join(t.get("text", "") for t in texts) if texts else None,
+        }
+        if tool_calls:
+            msg["tool_calls"] = tool_calls
+        return [msg]
+    out = results
+    if texts:
+        content_value: Any = texts
+        if all(t["type"] == "text" for t in texts):
+            content_value = "".join(t["text"] for t in texts)
+        out = [*out, {"role": "user", "content": content_value}]
+    return out
+
+
+def _system(si: Any) -> str:
+    if isinstance(si, str):
+        return si
+    if isinstance(si, dict):
+        return "".join(str(p.get("text") or "") for p in si.get("parts") or () if isinstance(p, dict))
+    return ""
+
+
+def _tools(body: Mapping[str, Any]) -> list[dict[str, Any]]:
+    tools = body.get("tools")
+    if tools is None:
+        return []
+    if not isinstance(tools, list):
+        raise _bad("tools", "'tools' must be an array.")
+    out: list[dict[str, Any]] = []
+    for i, group in enumerate(tools):
+        decls = _get(group, "functionDeclarations") if isinstance(group, dict) else None
+        for j, d in enumerate(decls or ()):
+            if not isinstance(d, dict) or not isinstance(d.get("name"), str) or not d["name"]:
+                raise _bad(
+                    f"tools[{i}].functionDeclarations[{j}].name",
+                    f"'tools[{i}].functionDeclarations[{j}].name' must be a non-empty string.",
+                )
+            params = _get(d, "parametersJsonSchema")
+            if params is None:
+                params = json_schema(d.get("parameters")) if d.get("parameters") else None
+            fn: dict[str, Any] = {
+                "name": d["name"],
+                "parameters": params or {"type": "object", "properties": {}},
+            }
+            if d.get("description"):
+                fn["description"] = d["description"]
+            out.append({"type": "function", "function": fn})
+    return out
+
+
+def _tool_choice(body: Mapping[str, Any]) -> str | dict[str, Any] | None:
+    tc = _get(body, "toolConfig")
+    cfg = _get(tc, "functionCallingConfig") if isinstance(tc, dict) else None
+    if not isinstance(cfg, dict) or cfg.get("mode") is None:
+        return None
+    mode = str(cfg["mode"]).upper()
+    if mode not in _MODES:
+        raise _bad(
+            "toolConfig.functionCallingConfig.mode",
+            f"'toolConfig.functionCallingConfig.mode' must be one of {', '.join(_MODES)}; "
+            f"got {cfg['mode']!r}.",
+        )
+    names = _get(cfg, "allowedFunctionNames") or []
+    if mode == "ANY" and len(names) == 1:
+        return {"type": "function", "function": {"name": names[0]}}
+    return _MODES[mode]
+
+
+def _generation(cfg: Any, out: dict[str, Any]) -> None:
+    if cfg is None:
+        return
+    if not isinstance(cfg, dict):
+        raise _bad("generationConfig", "'generationConfig' must be an object.")
+    for src, dst in (
+        ("temperature", "temperature"),
+        ("topP", "top_p"),
+        ("maxOutputTokens", "max_tokens"),
+        ("candidateCount", "n"),
+        ("seed", "seed"),
+        ("presencePenalty", "presence_penalty"),
+        ("frequencyPenalty", "frequency_penalty"),
+    ):
+        v = _get(cfg, src)
+        if v is not None:
+            out[dst] = v
+    stop = _get(cfg, "stopSequences")
+    if stop:
+        out["stop"] = list(stop)
+    schema = _get(cfg, "responseJsonSchema") or _get(cfg, "responseSchema")
+    if isinstance(schema, dict):
+        out["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {"name": "response", "schema": json_schema(schema)},
+        }
+    elif _get(cfg, "responseMimeType") == "application/json":
+        out["response_format"] = {"type": "json_object"}
+    thinking = _get(cfg, "thinkingConfig")
+    if isinstance(thinking, dict):
+        level = _get(thinking, "thinkingLevel")
+        budget = _get(thinking, "thinkingBudget")
+        if isinstance(level, str) and level:
+            out["reasoning_effort"] = level.lower()
+        elif isinstance(budget, int) and budget > 0:
+            out["reasoning_effort"] = effort_for_budget(budget)
+
+
+def to_canonical(body: Mapping[str, Any], model: str, *, stream: bool) -> dict[str, Any]:
+    """A ``GenerateContentRequest`` for ``model`` → canonical chat body; raises :class:`InvalidRequest`
+    (400) naming the first bad field (``contents``, ``contents[i].parts[j]``, ``tools[…]``,
+    ``toolConfig.functionCallingConfig.mode``, ``generationConfig``)."""
+    contents = body.get("contents")
+    if not isinstance(contents, list) or not contents:
+        raise _bad("contents", "'contents' is required: a non-empty array of {role, parts}.")
+    messages: list[dict[str, Any]] = []
+    system = _system(_get(body, "systemInstruction"))
+    if system:
+        messages.append({"role": "system", "content": system})
+    calls = _Calls()
+    for i, content in enumerate(contents):
+        messages.extend(_turn(content, i, calls))
+    if not messages:
+        raise _bad("contents", "'contents' has no text, media or function parts.")
+    out: dict[str, Any] = {"model": model, "messages": messages}
+    if stream:
+        out["stream"] = True
+    tools = _tools(body)
+    if tools:
+        out["tools"] = tools
+        tc = _tool_choice(body)
+        if tc is not None:
+            out["tool_choice"] = tc
+    _generation(_get(body, "generationConfig"), out)
+    return out

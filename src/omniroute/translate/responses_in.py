@@ -1,0 +1,265 @@
+"""OpenAI Responses API request → canonical request (API-4, PROV-1), with field-naming 400s (API-6).
+
+Input: a ``POST /v1/responses`` body (https://platform.openai.com/docs/api-reference/responses/create):
+``model``, ``input`` (a string, or items: messages ``{role, content}`` with ``input_text`` /
+``input_image`` / ``input_file`` / ``output_text`` parts, ``function_call`` and
+``function_call_output`` items; ``reasoning`` and ``item_reference`` items are skipped),
+``instructions``, ``tools`` (``{type: function, name, description, parameters, strict}``; hosted
+tools are skipped), ``tool_choice``, ``max_output_tokens``, ``temperature``, ``top_p``,
+``parallel_tool_calls``, ``text.format``, ``reasoning.effort``, ``user``, ``stream``.
+
+``previous_response_id`` is resolved by the surface, which passes the stored conversation as
+``history``; instructions of an earlier response are not carried over (as in OpenAI's API).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from omniroute.errors import InvalidRequest
+
+ROLES = frozenset({"user", "assistant", "system", "developer"})
+TOOL_CHOICES = frozenset({"auto", "none", "required"})
+
+
+def _bad(param: str, message: str) -> InvalidRequest:
+    return InvalidRequest(message, param=param)
+
+
+def _text_parts(content: Any, where: str) -> list[dict[str, Any]]:
+    """Message content → OpenAI chat parts (text, image_url, file)."""
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    if not isinstance(content, list):
+        raise _bad(f"{where}.content", f"'{where}.content' must be a string or an array of content parts.")
+    parts: list[dict[str, Any]] = []
+    for j, p in enumerate(content):
+        kind = p.get("type") if isinstance(p, dict) else None
+        if kind in ("input_text", "output_text", "text", "summary_text", "reasoning_text"):
+            parts.append({"type": "text", "text": str(p.get("text") or "")})
+        elif kind == "refusal":
+            parts.append({"type": "text", "text": str(p.get("refusal") or "")})
+        elif kind == "input_image":
+            url = p.get("image_url")
+            if not isinstance(url, str) or not url:
+                raise _bad(
+                    f"{where}.content[{j}].image_url",
+                    f"'{where}.content[{j}].image_url' must be a URL or data URL "
+                    "(file ids are not supported).",
+                )
+            image: dict[str, Any] = {"url": url}
+            if p.get("detail") in ("low", "high", "auto"):
+                image["detail"] = p["detail"]
+            parts.append({"type": "image_url", "image_url": image})
+        elif kind == "input_file":
+            if not isinstance(p.get("file_data"), str):
+                raise _bad(
+                    f"{where}.content[{j}].file_data",
+                    f"'{where}.content[{j}].file_data' is required (file ids are not supported).",
+                )
+            parts.append(
+                {
+                    "type": "file",
+                    "file": {"filename": p.get("filename") or "file", "file_data": p["file_data"]},
+                }
+            )
+        else:
+            raise _bad(
+                f"{where}.content[{j}].type",
+                f"'{where}.content[{j}].type' must be one of input_text, input_image, input_file, "
+                f"output_text; got {kind!r}.",
+            )
+    return parts
+
+
+def _content(parts: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
+    if all(p["type"] == "text" for p in parts):
+        return "".join(p["text"] for p in parts)
+    return parts
+
+
+def _output_text(output: Any) -> str:
+    if isinstance(output, str):
+        return output
+    if isinstance(output, list):
+        return "".join(str(p.get("text") or "") for p in output if isinstance(p, dict))
+    return "" if output is None else str(output)
+
+
+def input_messages(items: Any) -> list[dict[str, Any]]:
+    """``input`` (string or item list) → canonical messages; ``function_call`` items join the
+    preceding assistant message as ``tool_calls``; ``function_call_output`` → ``tool`` messages."""
+    if isinstance(items, str):
+        return [{"role": "user", "content": items}]
+    if not isinstance(items, list):
+        raise _bad("input", "'input' must be a string or an array of input items.")
+    out: list[dict[str, Any]] = []
+    for i, item in enumerate(items):
+        where = f"input[{i}]"
+        if not isinstance(item, dict):
+            raise _bad(where, f"'{where}' must be an object.")
+        kind = item.get("type") or ("message" if "role" in item else None)
+        if kind == "message":
+            role = item.get("role")
+            if role not in ROLES:
+                raise _bad(
+                    f"{where}.role",
+                    f"'{where}.role' must be one of {', '.join(sorted(ROLES))}; got {role!r}.",
+                )
+            parts = _text_parts(item.get("content"), where)
+            if role == "assistant":
+                out.append({"role": "assistant", "content": "".join(str(p.get("text") or "") for p in parts)})
+            else:
+                out.append({"role": role, "content": _content(parts)})
+        elif kind == "function_call":
+            if not isinstance(item.get("call_id"), str) or not isinstance(item.get("name"), str):
+                raise _bad(f"{where}.call_id", f"'{where}' needs string 'call_id' and 'name'.")
+            call = {
+                "id": item["call_id"],
+                "type": "function",
+                "function": {"name": item["name"], "arguments": str(item.get("arguments") or "{}")},
+            }
+            last = out[-1] if out else None
+            if last is not None and last["role"] == "assistant":
+                last.setdefault("tool_calls", []).append(call)
+                if not last.get("content"):
+                    last["content"] = None
+            else:
+                out.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        elif kind == "function_call_output":
+            if not isinstance(item.get("call_id"), str):
+                raise _bad(f"{where}.call_id", f"'{where}.call_id' is required.")
+            out.append(
+                {"role": "tool", "tool_call_id": item["call_id"], "content": _output_text(item.get("output"))}
+            )
+        elif kind in ("reasoning", "item_reference"):
+            continue
+        else:
+            raise _bad(
+                f"{where}.type",
+                f"'{where}.type' must be message, function_call or function_call_output; got {kind!r}.",
+            )
+    return out
+
+
+def _tools(body: Mapping[str, Any]) -> list[dict[str, Any]]:
+    tools = body.get("tools")
+    if tools is None:
+        return []
+    if not isinstance(tools, list):
+        raise _bad("tools", "'tools' must be an array.")
+    out: list[dict[str, Any]] = []
+    for i, t in enumerate(tools):
+        if not isinstance(t, dict):
+            raise _bad(f"tools[{i}]", f"'tools[{i}]' must be an object.")
+        if t.get("type") != "function":
+            continue  # hosted tools (web_search, file_search …) are not served by chat upstreams
+        if not isinstance(t.get("name"), str) or not t["name"]:
+            raise _bad(f"tools[{i}].name", f"'tools[{i}].name' must be a non-empty string.")
+        fn: dict[str, Any] = {
+            "name": t["name"],
+            "parameters": t.get("parameters") or {"type": "object", "properties": {}},
+        }
+        if t.get("description"):
+            fn["description"] = t["description"]
+        if isinstance(t.get("strict"), bool):
+            fn["strict"] = t["strict"]
+        out.append({"type": "function", "function": fn})
+    return out
+
+
+def _tool_choice(tc: Any) -> str | dict[str, Any]:
+    if isinstance(tc, str):
+        if tc not in TOOL_CHOICES:
+            raise _bad(
+                "tool_choice",
+                f"'tool_choice' must be one of auto, none, required or "
+                f'{{"type": "function", "name": ...}}; got {tc!r}.',
+            )
+        return tc
+    if isinstance(tc, dict) and tc.get("type") == "function" and isinstance(tc.get("name"), str):
+        return {"type": "function", "function": {"name": tc["name"]}}
+    if isinstance(tc, dict) and tc.get("type") == "allowed_tools":
+        return str(tc.get("mode") or "auto")
+    raise _bad(
+        "tool_choice",
+        '\'tool_choice\' must be one of auto, none, required or {"type": "function", "name": ...}.',
+    )
+
+
+def _response_format(text: Any) -> dict[str, Any] | None:
+    fmt = text.get("format") if isinstance(text, dict) else None
+    if not isinstance(fmt, dict) or fmt.get("type") in (None, "text"):
+        return None
+    if fmt.get("type") == "json_object":
+        return {"type": "json_object"}
+    if fmt.get("type") == "json_schema":
+        schema: dict[str, Any] = {"name": fmt.get("name") or "response", "schema": fmt.get("schema") or {}}
+        if isinstance(fmt.get("strict"), bool):
+            schema["strict"] = fmt["strict"]
+        return {"type": "json_schema", "json_schema": schema}
+    raise _bad("text.format.type", "'text.format.type' must be text, json_object or json_schema.")
+
+
+def validate(body: Mapping[str, Any], *, model_required: bool = True) -> None:
+    """Top-level checks (items are checked while translating); raises :class:`InvalidRequest`."""
+    model = body.get("model")
+    if model is None and model_required:
+        raise _bad("model", "Missing required field 'model'.")
+    if model is not None and (not isinstance(model, str) or not model):
+        raise _bad("model", "'model' must be a non-empty string.")
+    if body.get("input") is None:
+        raise _bad("input", "Missing required field 'input'.")
+    mot = body.get("max_output_tokens")
+    if mot is not None and (isinstance(mot, bool) or not isinstance(mot, int) or mot < 1):
+        raise _bad("max_output_tokens", f"'max_output_tokens' must be an integer >= 1; got {mot!r}.")
+    for name, hi in (("temperature", 2.0), ("top_p", 1.0)):
+        v = body.get(name)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v <= hi):
+            raise _bad(name, f"'{name}' must be a number between 0 and {hi:g}; got {v!r}.")
+    for name in ("stream", "store", "parallel_tool_calls"):
+        if body.get(name) is not None and not isinstance(body[name], bool):
+            raise _bad(name, f"'{name}' must be a boolean.")
+    prev = body.get("previous_response_id")
+    if prev is not None and (not isinstance(prev, str) or not prev):
+        raise _bad("previous_response_id", "'previous_response_id' must be a response id string.")
+
+
+def to_canonical(
+    body: Mapping[str, Any], history: list[dict[str, Any]] | None = None
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A Responses body (+ the stored ``history`` of ``previous_response_id``) → ``(canonical chat
+    body, conversation)`` where ``conversation`` is history + this input without the instructions (what
+    is stored for the next turn)."""
+    new_messages = input_messages(body.get("input"))
+    conversation = [*(history or ()), *new_messages]
+    messages = list(conversation)
+    if isinstance(body.get("instructions"), str) and body["instructions"]:
+        messages.insert(0, {"role": "system", "content": body["instructions"]})
+    out: dict[str, Any] = {"messages": messages}
+    if body.get("model") is not None:
+        out["model"] = body["model"]
+    if body.get("max_output_tokens") is not None:
+        out["max_tokens"] = body["max_output_tokens"]
+    for name in ("temperature", "top_p", "user"):
+        if body.get(name) is not None:
+            out[name] = body[name]
+    if body.get("stream"):
+        out["stream"] = True
+    tools = _tools(body)
+    if tools:
+        out["tools"] = tools
+        if body.get("tool_choice") is not None:
+            out["tool_choice"] = _tool_choice(body["tool_choice"])
+        if body.get("parallel_tool_calls") is False:
+            out["parallel_tool_calls"] = False
+    elif body.get("tool_choice") is not None:
+        _tool_choice(body["tool_choice"])
+    rf = _response_format(body.get("text"))
+    if rf is not None:
+        out["response_format"] = rf
+    reasoning = body.get("reasoning")
+    if isinstance(reasoning, dict) and isinstance(reasoning.get("effort"), str):
+        out["reasoning_effort"] = reasoning["effort"]
+    return out, conversation

@@ -1,0 +1,364 @@
+"""Canonical response/stream → OpenAI Responses API objects and events (API-4, RESIL-9).
+
+Response object (https://platform.openai.com/docs/api-reference/responses/object): ``output`` items
+in order — ``reasoning`` (``content: [{type: reasoning_text}]``), ``message`` (one ``output_text``
+part) and one ``function_call`` item per tool call (``call_id`` = the canonical tool-call id) —
+``status`` ``completed`` or ``incomplete`` (``max_output_tokens`` / ``content_filter``) and ``usage``
+``{input_tokens, input_tokens_details.cached_tokens, output_tokens, output_tokens_details, total}``.
+
+Stream (…/responses-streaming): ``response.created``, ``response.in_progress``; per item
+``response.output_item.added`` → (``response.content_part.added`` → ``response.output_text.delta``… →
+``response.output_text.done`` → ``response.content_part.done`` | ``response.function_call_arguments.delta``…
+→ ``response.function_call_arguments.done`` | ``response.reasoning_text.delta``… →
+``response.reasoning_text.done``) → ``response.output_item.done``; finally ``response.completed`` (or
+``response.incomplete``) with the full response and usage. Every event has ``sequence_number``. A
+failure after commit sends ``error`` and ``response.failed`` instead of ``response.completed``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from omniroute.errors import GatewayError
+from omniroute.translate._common import new_id, sse, text_of, usage_numbers
+from omniroute.values import Usage
+
+_INCOMPLETE = {"length": "max_output_tokens", "content_filter": "content_filter"}
+
+
+def responses_usage(prompt: int, completion: int, cached: int, reasoning: int = 0) -> dict[str, Any]:
+    """Token counts → a Responses ``usage`` object."""
+    return {
+        "input_tokens": prompt,
+        "input_tokens_details": {"cached_tokens": cached, "cache_write_tokens": 0},
+        "output_tokens": completion,
+        "output_tokens_details": {"reasoning_tokens": reasoning},
+        "total_tokens": prompt + completion,
+    }
+
+
+def base_response(resp_id: str, created_at: int, model: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    """The response envelope echoing the request's settings (status ``in_progress``, no output)."""
+    return {
+        "id": resp_id,
+        "object": "response",
+        "created_at": created_at,
+        "status": "in_progress",
+        "error": None,
+        "incomplete_details": None,
+        "instructions": body.get("instructions"),
+        "max_output_tokens": body.get("max_output_tokens"),
+        "model": model,
+        "output": [],
+        "parallel_tool_calls": body.get("parallel_tool_calls", True),
+        "previous_response_id": body.get("previous_response_id"),
+        "reasoning": {"effort": (body.get("reasoning") or {}).get("effort"), "summary": None},
+        "store": body.get("store", True),
+        "temperature": body.get("temperature", 1.0),
+        "text": body.get("text") or {"format": {"type": "text"}},
+        "tool_choice": body.get("tool_choice", "auto"),
+        "tools": body.get("tools") or [],
+        "top_p": body.get("top_p", 1.0),
+        "truncation": "disabled",
+        "usage": None,
+        "user": body.get("user"),
+        "metadata": body.get("metadata") or {},
+    }
+
+
+def _finish_status(resp: dict[str, Any], finish: Any) -> None:
+    reason = _INCOMPLETE.get(str(finish))
+    resp["status"] = "incomplete" if reason else "completed"
+    resp["incomplete_details"] = {"reason": reason} if reason else None
+
+
+def _message_item(text: str, status: str = "completed", item_id: str | None = None) -> dict[str, Any]:
+    return {
+        "id": item_id or new_id("msg_"),
+        "type": "message",
+        "status": status,
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": text, "annotations": [], "logprobs": []}],
+    }
+
+
+def _call_item(
+    call_id: str, name: str, arguments: str, status: str = "completed", item_id: str | None = None
+) -> dict[str, Any]:
+    return {
+        "id": item_id or new_id("fc_"),
+        "type": "function_call",
+        "status": status,
+        "call_id": call_id,
+        "name": name,
+        "arguments": arguments,
+    }
+
+
+def _reasoning_item(text: str, item_id: str | None = None) -> dict[str, Any]:
+    return {
+        "id": item_id or new_id("rs_"),
+        "type": "reasoning",
+        "summary": [],
+        "content": [{"type": "reasoning_text", "text": text}],
+        "status": "completed",
+    }
+
+
+def render_response(
+    resp: dict[str, Any], resp_id: str, created_at: int, body: Mapping[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Canonical ``chat.completion`` → ``(Responses object, assistant message for the stored history)``."""
+    out = base_response(resp_id, created_at, resp.get("model") or "", body)
+    choice = (resp.get("choices") or [{}])[0]
+    msg = choice.get("message") or {}
+    reasoning = msg.get("reasoning_content") or msg.get("reasoning")
+    if reasoning:
+        out["output"].append(_reasoning_item(str(reasoning)))
+    text = text_of(msg.get("content"))
+    if text:
+        out["output"].append(_message_item(text))
+    calls = msg.get("tool_calls") or []
+    for tc in calls:
+        fn = tc.get("function") or {}
+        out["output"].append(
+            _call_item(tc.get("id") or new_id("call_"), fn.get("name") or "", fn.get("arguments") or "")
+        )
+    _finish_status(out, choice.get("finish_reason"))
+    prompt, completion, cached = usage_numbers(resp.get("usage"))
+    details = (resp.get("usage") or {}).get("completion_tokens_details") or {}
+    out["usage"] = responses_usage(prompt, completion, cached, int(details.get("reasoning_tokens") or 0))
+    assistant: dict[str, Any] = {"role": "assistant", "content": text or (None if calls else "")}
+    if calls:
+        assistant["tool_calls"] = [
+            {"id": tc.get("id"), "type": "function", "function": tc.get("function")} for tc in calls
+        ]
+    return out, assistant
+
+
+class ResponsesStreamEncoder:
+    """Canonical chunks → Responses streaming events (stateful; one per response).
+
+    ``on_done(assistant_message)`` is called from :meth:`end` with the canonical assistant message of
+    this turn (for ``previous_response_id`` storage)."""
+
+    def __init__(
+        self,
+        resp_id: str,
+        created_at: int,
+        body: Mapping[str, Any],
+        model: str,
+        on_done: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
+        self.resp_id = resp_id
+        self.created_at = created_at
+        self.body = body
+        self.model = model
+        self.on_done = on_done
+        self.seq = 0
+        self.started = False
+        self.output: list[dict[str, Any]] = []
+        self.open: dict[str, Any] | None = None
+        self.text = ""
+        self.calls: dict[int, dict[str, Any]] = {}
+        self.finish: str | None = None
+
+    def _ev(self, kind: str, **fields: Any) -> bytes:
+        data = {"type": kind, **fields, "sequence_number": self.seq}
+        self.seq += 1
+        return sse(kind, data)
+
+    def _snapshot(self, status: str = "in_progress") -> dict[str, Any]:
+        r = base_response(self.resp_id, self.created_at, self.model, self.body)
+        r["status"] = status
+        return r
+
+    def start(self) -> bytes:
+        return b""
+
+    def _start(self, ch: Mapping[str, Any]) -> bytes:
+        self.started = True
+        self.model = ch.get("model") or self.model
+        return self._ev("response.created", response=self._snapshot()) + self._ev(
+            "response.in_progress", response=self._snapshot()
+        )
+
+    def _close(self) -> bytes:
+        item, self.open = self.open, None
+        if item is None:
+            return b""
+        idx = self.output.index(item)
+        out = b""
+        if item["type"] == "message":
+            part = {"type": "output_text", "text": self.text, "annotations": [], "logprobs": []}
+            item["content"] = [part]
+            out += self._ev(
+                "response.output_text.done",
+                item_id=item["id"],
+                output_index=idx,
+                content_index=0,
+                text=self.text,
+                logprobs=[],
+            )
+            out += self._ev(
+                "response.content_part.done", item_id=item["id"], output_index=idx, content_index=0, part=part
+            )
+        elif item["type"] == "reasoning":
+            text = item["content"][0]["text"]
+            out += self._ev(
+                "response.reasoning_text.done",
+                item_id=item["id"],
+                output_index=idx,
+                content_index=0,
+                text=text,
+            )
+            out += self._ev(
+                "response.content_part.done",
+                item_id=item["id"],
+                output_index=idx,
+                content_index=0,
+                part={"type": "reasoning_text", "text": text},
+            )
+        else:
+            out += self._ev(
+                "response.function_call_arguments.done",
+                item_id=item["id"],
+                output_index=idx,
+                arguments=item["arguments"],
+                name=item["name"],
+            )
+        item["status"] = "completed"
+        return out + self._ev("response.output_item.done", output_index=idx, item=item)
+
+    def _open(self, item: dict[str, Any]) -> bytes:
+        out = self._close()
+        self.output.append(item)
+        self.open = item
+        idx = len(self.output) - 1
+        out += self._ev(
+            "response.output_item.added", output_index=idx, item={**item, "status": "in_progress"}
+        )
+        if item["type"] == "message":
+            self.text = ""
+            out += self._ev(
+                "response.content_part.added",
+                item_id=item["id"],
+                output_index=idx,
+                content_index=0,
+                part={"type": "output_text", "text": "", "annotations": [], "logprobs": []},
+            )
+        elif item["type"] == "reasoning":
+            out += self._ev(
+                "response.content_part.added",
+                item_id=item["id"],
+                output_index=idx,
+                content_index=0,
+                part={"type": "reasoning_text", "text": ""},
+            )
+        return out
+
+    def chunk(self, ch: dict[str, Any]) -> bytes:
+        out = b"" if self.started else self._start(ch)
+        for c in ch.get("choices") or ():
+            if c.get("index", 0) == 0:
+                out += self._choice(c)
+        return out
+
+    def _choice(self, c: dict[str, Any]) -> bytes:
+        out = b""
+        d = c.get("delta") or {}
+        reasoning = d.get("reasoning_content") or d.get("reasoning")
+        if reasoning:
+            if self.open is None or self.open["type"] != "reasoning":
+                out += self._open(
+                    {
+                        "id": new_id("rs_"),
+                        "type": "reasoning",
+                        "summary": [],
+                        "content": [{"type": "reasoning_text", "text": ""}],
+                    }
+                )
+            assert self.open is not None
+            self.open["content"][0]["text"] += reasoning
+            out += self._ev(
+                "response.reasoning_text.delta",
+                item_id=self.open["id"],
+                output_index=len(self.output) - 1,
+                content_index=0,
+                delta=reasoning,
+            )
+        if d.get("content"):
+            if self.open is None or self.open["type"] != "message":
+                out += self._open(
+                    {"id": new_id("msg_"), "type": "message", "role": "assistant", "content": []}
+                )
+            assert self.open is not None
+            self.text += d["content"]
+            out += self._ev(
+                "response.output_text.delta",
+                item_id=self.open["id"],
+                output_index=len(self.output) - 1,
+                content_index=0,
+                delta=d["content"],
+                logprobs=[],
+            )
+        for pos, tc in enumerate(d.get("tool_calls") or ()):
+            ti = tc.get("index", pos)
+            fn = tc.get("function") or {}
+            if ti not in self.calls:
+                item = _call_item(tc.get("id") or new_id("call_"), fn.get("name") or "", "", "in_progress")
+                out += self._open(item)
+                self.calls[ti] = item
+            item = self.calls[ti]
+            if fn.get("arguments"):
+                item["arguments"] += fn["arguments"]
+                out += self._ev(
+                    "response.function_call_arguments.delta",
+                    item_id=item["id"],
+                    output_index=self.output.index(item),
+                    delta=fn["arguments"],
+                )
+        if c.get("finish_reason"):
+            self.finish = c["finish_reason"]
+        return out
+
+    def _assistant(self) -> dict[str, Any]:
+        text = "".join(i["content"][0]["text"] for i in self.output if i["type"] == "message")
+        calls = [
+            {
+                "id": i["call_id"],
+                "type": "function",
+                "function": {"name": i["name"], "arguments": i["arguments"]},
+            }
+            for i in self.output
+            if i["type"] == "function_call"
+        ]
+        msg: dict[str, Any] = {"role": "assistant", "content": text or (None if calls else "")}
+        if calls:
+            msg["tool_calls"] = calls
+        return msg
+
+    def end(self, usage: Usage | None) -> bytes:
+        out = b"" if self.started else self._start({})
+        out += self._close()
+        final = self._snapshot()
+        final["output"] = self.output
+        _finish_status(final, self.finish)
+        u = usage or Usage()
+        final["usage"] = responses_usage(u.prompt_tokens, u.completion_tokens, u.cached_tokens)
+        if self.on_done is not None:
+            self.on_done(self._assistant())
+        kind = "response.completed" if final["status"] == "completed" else "response.incomplete"
+        return out + self._ev(kind, response=final)
+
+    def error(self, err: GatewayError) -> bytes:
+        out = b"" if self.started else self._start({})
+        failed = self._snapshot("failed")
+        failed["output"] = self.output
+        failed["error"] = {"code": err.code, "message": err.message}
+        return (
+            out
+            + self._ev("error", code=err.code, message=err.message, param=err.param)
+            + self._ev("response.failed", response=failed)
+        )

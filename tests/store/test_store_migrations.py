@@ -1,0 +1,152 @@
+"""Schema migrations and database URLs (STORE-1 versioned schema, STORE-2 PostgreSQL by URL)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import inspect
+from sqlalchemy.engine import Connection
+
+from omniroute.store import Store, migrate
+from omniroute.store.db import create_engine, parse_database_url
+from omniroute.store.migrations import current_revision, head_revision
+from omniroute.store.models import Base
+from omniroute.store.secrets import load_secret_box
+from omniroute.values import Connection as Conn
+
+TABLES = {
+    "provider_nodes",
+    "connections",
+    "api_keys",
+    "combos",
+    "model_combo_mappings",
+    "fallback_chains",
+    "auto_exclusions",
+    "usage_log",
+    "routing_decisions",
+    "responses_store",
+}
+
+
+def _tables(conn: Connection) -> set[str]:
+    return set(inspect(conn).get_table_names())
+
+
+def _diff(conn: Connection) -> list[Any]:
+    return list(compare_metadata(MigrationContext.configure(conn), Base.metadata))
+
+
+async def test_migrations_create_every_table_at_head(db_url: str, secret_key: str) -> None:
+    """STORE-1: opening a store upgrades an empty database to the newest revision, matching the models."""
+    s = await Store.open(db_url, secret_key=secret_key)
+    try:
+        assert await current_revision(s.engine) is not None
+        async with s.engine.connect() as conn:
+            assert await conn.run_sync(_tables) >= TABLES | {"alembic_version"}
+            assert await conn.run_sync(_diff) == []  # the scripts build exactly what the ORM declares
+        assert await current_revision(s.engine) == head_revision()
+    finally:
+        await s.close()
+
+
+async def test_rerunning_migrate_is_a_noop_and_keeps_data(db_url: str, secret_key: str) -> None:
+    """STORE-1: ``migrate`` on a database at head changes nothing; reopening keeps the rows."""
+    s = await Store.open(db_url, secret_key=secret_key)
+    try:
+        await s.upsert_connection(Conn(id="c1", provider="openai", api_key="sk-test-0123456789abcd"))
+        await migrate(db_url)
+        await migrate(s.engine)
+        assert await current_revision(s.engine) == head_revision()
+    finally:
+        await s.close()
+    again = await Store.open(db_url, secret_key=secret_key)
+    try:
+        conn = await again.get_connection("c1")
+        assert conn is not None and conn.api_key == "sk-test-0123456789abcd"
+    finally:
+        await again.close()
+
+
+async def test_concurrent_migrations_are_serialised(db_url: str) -> None:
+    """STORE-2: replicas starting together both succeed; one upgrades, the other finds head."""
+    await asyncio.gather(migrate(db_url), migrate(db_url), migrate(db_url))
+    engine = create_engine(parse_database_url(db_url))
+    try:
+        assert await current_revision(engine) == head_revision()
+    finally:
+        await engine.dispose()
+
+
+async def test_sqlite_pragmas_are_set_on_connect(tmp_path: Path, secret_key: str) -> None:
+    """STORE-1: SQLite runs in WAL mode with a busy timeout and enforced foreign keys."""
+    s = await Store.open(f"sqlite:///{tmp_path}/x.db", secret_key=secret_key)
+    try:
+        async with s.engine.connect() as conn:
+            assert (await conn.exec_driver_sql("PRAGMA journal_mode")).scalar() == "wal"
+            assert (await conn.exec_driver_sql("PRAGMA foreign_keys")).scalar() == 1
+            assert (await conn.exec_driver_sql("PRAGMA busy_timeout")).scalar() == 5000
+    finally:
+        await s.close()
+
+
+async def test_in_memory_sqlite_works(secret_key: str) -> None:
+    """``sqlite://`` is an in-memory database shared by the store's one connection."""
+    s = await Store.open("sqlite://", secret_key=secret_key)
+    try:
+        await s.create_combo({"name": "m"})
+        assert [c["name"] for c in await s.list_combos()] == ["m"]
+        assert await s.ping()
+    finally:
+        await s.close()
+
+
+def test_sqlite_url_is_normalised_and_its_folder_created(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``sqlite:///./data/x.db`` → aiosqlite driver, absolute path, parent folder created."""
+    monkeypatch.chdir(tmp_path)
+    t = parse_database_url("sqlite:///./data/x.db")
+    assert t.url.drivername == "sqlite+aiosqlite"
+    assert t.sqlite_path == tmp_path / "data" / "x.db"
+    assert (tmp_path / "data").is_dir()
+    assert parse_database_url("sqlite://").memory
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["postgresql://u:p@h:5433/db", "postgres://u:p@h:5433/db", "postgresql+psycopg2://u:p@h:5433/db"],
+)
+def test_postgres_urls_use_asyncpg(url: str) -> None:
+    """STORE-2: any PostgreSQL URL runs on asyncpg."""
+    t = parse_database_url(url)
+    assert t.url.drivername == "postgresql+asyncpg"
+    assert (t.url.host, t.url.port, t.url.database) == ("h", 5433, "db")
+    assert "p" not in t.display().split("@")[0].split(":")[-1]
+
+
+def test_postgres_libpq_options_become_server_settings() -> None:
+    t = parse_database_url(
+        "postgresql://h/db?options=-csearch_path%3Dtenant%20-c%20statement_timeout%3D5000&sslmode=require"
+    )
+    assert t.connect_args == {"server_settings": {"search_path": "tenant", "statement_timeout": "5000"}}
+    assert dict(t.url.query) == {"ssl": "require"}
+
+
+def test_unsupported_url_is_rejected() -> None:
+    with pytest.raises(ValueError, match="unsupported database URL"):
+        parse_database_url("mysql://h/db")
+
+
+async def test_ping_reports_an_unreachable_database(secret_key: str) -> None:
+    """OBS-4: ``ping`` answers ``False`` instead of raising when the database is gone."""
+    target = parse_database_url("postgresql://postgres@127.0.0.1:1/none")  # nothing listens on port 1
+    s = Store(create_engine(target), load_secret_box(secret_key=secret_key), target)
+    try:
+        assert await s.ping() is False
+    finally:
+        await s.close()

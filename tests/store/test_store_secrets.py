@@ -1,0 +1,114 @@
+"""Secrets at rest (PROV-3): key resolution, the 0600 key file, masking, and a wrong key."""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+import pytest
+from cryptography.fernet import Fernet
+from sqlalchemy import text
+
+from omniroute.store import SecretKeyMismatch, Store, mask
+from omniroute.store.secrets import KEY_FILE_NAME, key_file_path, load_secret_box
+from omniroute.values import Connection
+
+SECRET = "sk-proj-live-0123456789abcdefXYZ9"
+
+
+@pytest.fixture(autouse=True)
+def _no_env_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OMNIROUTE_SECRET_KEY", raising=False)
+
+
+async def test_key_file_is_created_0600_next_to_the_sqlite_db(tmp_path: Path) -> None:
+    """PROV-3: without a configured key, ``secret.key`` is generated beside the database, mode 0600."""
+    url = f"sqlite:///{tmp_path}/data/omniroute.db"
+    s = await Store.open(url)
+    await s.upsert_connection(Connection(id="c", provider="openai", api_key=SECRET))
+    await s.close()
+    key_file = tmp_path / "data" / KEY_FILE_NAME
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    Fernet(key_file.read_bytes().strip())  # a valid Fernet key
+    again = await Store.open(url)  # the same file is reused: secrets still decrypt
+    try:
+        c = await again.get_connection("c")
+        assert c is not None and c.api_key == SECRET
+    finally:
+        await again.close()
+
+
+def test_key_file_location_rules(tmp_path: Path) -> None:
+    """data_dir wins, else the SQLite folder, else ~/.omniroute."""
+    assert (
+        key_file_path(sqlite_path=tmp_path / "a.db", data_dir=str(tmp_path / "d"))
+        == tmp_path / "d" / KEY_FILE_NAME
+    )
+    assert key_file_path(sqlite_path=tmp_path / "a.db", data_dir=None) == tmp_path / KEY_FILE_NAME
+    assert key_file_path(sqlite_path=None, data_dir=None) == Path.home() / ".omniroute" / KEY_FILE_NAME
+
+
+def test_env_key_wins_over_the_key_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    key = Fernet.generate_key().decode()
+    monkeypatch.setenv("OMNIROUTE_SECRET_KEY", key)
+    box = load_secret_box(data_dir=str(tmp_path))
+    assert box.source == "OMNIROUTE_SECRET_KEY"
+    assert not (tmp_path / KEY_FILE_NAME).exists()
+    assert Fernet(key.encode()).decrypt(box.encrypt("x").encode()) == b"x"
+
+
+def test_malformed_key_is_rejected_with_a_hint() -> None:
+    with pytest.raises(ValueError, match="Fernet"):
+        load_secret_box(secret_key="not-a-key")
+
+
+def test_key_rotation_old_key_still_decrypts() -> None:
+    """Comma-separated keys: the first encrypts, every one decrypts."""
+    old, new = Fernet.generate_key().decode(), Fernet.generate_key().decode()
+    token = load_secret_box(secret_key=old).encrypt("secret")
+    rotated = load_secret_box(secret_key=f"{new},{old}")
+    assert rotated.decrypt(token) == "secret"
+    assert load_secret_box(secret_key=new).decrypt(rotated.encrypt("s2")) == "s2"
+
+
+async def test_wrong_key_raises_secret_key_mismatch(db_url: str, tmp_path: Path) -> None:
+    """PROV-3: reading secrets written under another key names the env var to fix."""
+    s = await Store.open(db_url, secret_key=Fernet.generate_key().decode())
+    await s.upsert_connection(Connection(id="c", provider="openai", api_key=SECRET))
+    await s.close()
+    s = await Store.open(db_url, secret_key=Fernet.generate_key().decode())
+    try:
+        with pytest.raises(SecretKeyMismatch, match="OMNIROUTE_SECRET_KEY"):
+            await s.list_connections()
+    finally:
+        await s.close()
+
+
+async def test_secret_is_encrypted_in_the_raw_column(store: Store) -> None:
+    """PROV-3: the database never holds the plaintext credential."""
+    await store.upsert_connection(
+        Connection(id="c", provider="x", auth_type="oauth", access_token="tok-0123456789abcdefgh")
+    )
+    await store.upsert_connection(Connection(id="d", provider="openai", api_key=SECRET))
+    async with store.engine.connect() as conn:
+        rows = (await conn.execute(text("SELECT api_key_enc, access_token_enc FROM connections"))).all()
+    raw = " ".join(str(v) for row in rows for v in row)
+    assert SECRET not in raw and "tok-0123456789abcdefgh" not in raw
+    assert "0123456789" not in raw
+
+
+@pytest.mark.parametrize(
+    ("secret", "masked"),
+    [
+        ("sk-proj-abcdefghijkl1234", "sk-proj-…1234"),
+        ("sk-abcdefghijklmnop9876", "sk-…9876"),
+        ("randomsecretvalue42", "…ue42"),
+        ("short", "…"),
+        ("sk-short1234", "…1234"),
+        (None, ""),
+        ("", ""),
+    ],
+)
+def test_mask_shows_at_most_the_last_four(secret: str | None, masked: str) -> None:
+    """PROV-3: masked secrets keep only a public vendor prefix and at most 4 trailing characters."""
+    assert mask(secret) == masked

@@ -1,0 +1,107 @@
+"""Usage log (OBS-1), routing decisions (OBS-2) and the Responses API store."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from omniroute.store import Store
+
+
+def _row(**kw: object) -> dict[str, object]:
+    row: dict[str, object] = {
+        "request_id": "r",
+        "requested_model": "fast",
+        "provider": "openai",
+        "model": "gpt-4o",
+        "connection_id": "c1",
+        "strategy": "priority",
+        "attempts": 1,
+        "status": 200,
+        "latency_ms": 100.0,
+        "ttft_ms": 20.0,
+        "prompt_tokens": 10,
+        "completion_tokens": 5,
+        "cost_usd": 0.001,
+    }
+    row.update(kw)
+    return row
+
+
+async def test_write_usage_and_stats(store: Store) -> None:
+    """OBS-1: rows are written in bulk; stats aggregate per ``provider/model@connection``."""
+    now = time.time()
+    await store.write_usage(
+        [
+            _row(ts=now - 10, latency_ms=100.0),
+            _row(ts=now - 9, latency_ms=300.0, ttft_ms=None, stream=True),
+            _row(ts=now - 8, status=503, latency_ms=5.0, error="overloaded"),
+            _row(ts=now - 7, status=499, latency_ms=50.0),  # client went away: not a failure
+            _row(ts=now - 6, connection_id="c2", status=429, latency_ms=1.0),
+            _row(ts=now - 5, provider=None, model=None, connection_id=None, status=404),
+            _row(ts=now - 5000, latency_ms=9999.0),  # before the window
+            {"request_id": "sparse"},  # every column has a default
+        ]
+    )
+    stats = await store.usage_stats(now - 60)
+    assert set(stats) == {"openai/gpt-4o@c1", "openai/gpt-4o@c2"}
+    c1 = stats["openai/gpt-4o@c1"]
+    assert (c1["requests"], c1["failures"]) == (4, 1)
+    assert c1["avg_latency_ms"] == pytest.approx(200.0)
+    assert c1["avg_ttft_ms"] == pytest.approx(20.0)
+    assert c1["cost_usd"] == pytest.approx(0.004)
+    c2 = stats["openai/gpt-4o@c2"]
+    assert (c2["requests"], c2["failures"], c2["avg_latency_ms"]) == (1, 1, None)
+    await store.write_usage([])
+
+
+async def test_recent_usage_newest_first(store: Store) -> None:
+    now = time.time()
+    await store.write_usage(
+        [_row(ts=now - i, request_id=f"r{i}", member="m" if i == 1 else None) for i in range(5)]
+    )
+    recent = await store.recent_usage(limit=3)
+    assert [r["request_id"] for r in recent] == ["r0", "r1", "r2"]
+    assert recent[1]["member"] == "m" and recent[0]["stream"] is False and isinstance(recent[0]["id"], int)
+
+
+async def test_decisions_round_trip_and_replace(store: Store) -> None:
+    """OBS-2: a decision is queryable by request id; saving again replaces it."""
+    d1 = {"candidates": [{"key": "openai/gpt-4o@c1", "scores": {"quota": 0.5}}], "exclusions": []}
+    await store.save_decisions([("req-1", time.time(), d1), ("req-2", time.time(), {"attempts": []})])
+    assert await store.get_decision("req-1") == d1
+    await store.save_decisions([("req-1", time.time(), {"replaced": True})])
+    assert await store.get_decision("req-1") == {"replaced": True}
+    assert await store.get_decision("nope") is None
+    await store.save_decisions([])
+
+
+async def test_response_store_ttl_and_key_isolation(store: Store) -> None:
+    """Responses API: a stored response is visible only to its key and only until it expires."""
+    data = {"id": "resp_1", "output": [{"type": "message"}]}
+    await store.save_response("resp_1", "key-a", data, ttl_s=3600)
+    await store.save_response("resp_old", "key-a", {"id": "resp_old"}, ttl_s=-1)
+    await store.save_response("resp_anon", None, {"id": "resp_anon"}, ttl_s=3600)
+    assert await store.get_response("resp_1", "key-a") == data
+    assert await store.get_response("resp_1", "key-b") is None
+    assert await store.get_response("resp_1", None) is None
+    assert await store.get_response("resp_old", "key-a") is None
+    assert await store.get_response("resp_anon", None) == {"id": "resp_anon"}
+    assert await store.get_response("missing", "key-a") is None
+
+
+async def test_prune_drops_old_rows(store: Store) -> None:
+    now = time.time()
+    await store.write_usage([_row(ts=now - 100), _row(ts=now)])
+    await store.save_decisions([("old", now - 100, {}), ("new", now, {})])
+    await store.save_response("expired", "k", {}, ttl_s=-1)
+    await store.save_response("live", "k", {}, ttl_s=60)
+    assert await store.prune(now - 50) == {"usage_log": 1, "routing_decisions": 1, "responses_store": 1}
+    assert len(await store.recent_usage()) == 1
+    assert await store.get_decision("new") == {} and await store.get_decision("old") is None
+
+
+async def test_ping(store: Store) -> None:
+    """OBS-4: the readiness probe sees the database."""
+    assert await store.ping() is True
