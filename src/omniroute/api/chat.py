@@ -89,17 +89,59 @@ async def send_error(
 async def run_chat(
     gw: Gateway, req: ChatRequest, surface: Surface, send: Send, receive: Receive, t0: float
 ) -> None:
-    """Execute ``req`` and write the response or stream to the client in ``surface``'s format."""
-    decision: Decision | None = None
+    """Execute ``req`` and write the response or stream to the client in ``surface``'s format.
+
+    Streaming requests watch for the client's disconnect from the start: a disconnect cancels the
+    upstream attempt (before or after commit) at once, nothing is retried, and the usage row is
+    recorded with status 499 (RESIL-9)."""
+    if not req.stream:
+        await _run(gw, req, surface, send, t0)
+        return
+    task = asyncio.current_task()
+    assert task is not None
+    watcher = asyncio.get_running_loop().create_task(_watch_disconnect(receive, task))
+    committed: list[StreamOutcome] = []
+    try:
+        await _run(gw, req, surface, send, t0, committed)
+    except asyncio.CancelledError:
+        if not (watcher.done() and not watcher.cancelled() and watcher.result()):
+            raise
+        task.uncancel()
+        decision = gw.decisions.get(req.request_id) or Decision(req.request_id, req.model)
+        so = committed[0] if committed else None
+        if so is not None:
+            await so.finalize(None, abandoned=True)
+            await gw.resilience.release_probe(so.candidate)
+        gw.record_usage(
+            req,
+            decision,
+            status=499,
+            cand=so.candidate if so else None,
+            usage=so.usage if so else None,
+            latency_ms=(time.perf_counter() - t0) * 1000,
+            ttft_ms=so.ttft_ms if so else None,
+            error="client disconnected",
+        )
+    finally:
+        watcher.cancel()
+
+
+async def _run(
+    gw: Gateway,
+    req: ChatRequest,
+    surface: Surface,
+    send: Send,
+    t0: float,
+    committed: list[StreamOutcome] | None = None,
+) -> None:
     try:
         outcome, decision = await gw.execute(req)
     except GatewayError as err:
-        decision = gw.decisions.get(req.request_id)
-        status = err.status
+        decision = gw.decisions.get(req.request_id) or Decision(req.request_id, req.model)
         gw.record_usage(
             req,
-            decision or Decision(req.request_id, req.model),
-            status=status,
+            decision,
+            status=err.status,
             cand=None,
             usage=None,
             latency_ms=(time.perf_counter() - t0) * 1000,
@@ -111,7 +153,9 @@ async def run_chat(
     if isinstance(outcome, Outcome):
         await _send_full(gw, req, surface, send, outcome, decision, t0)
     else:
-        await _send_stream(gw, req, surface, send, receive, outcome, decision, t0)
+        if committed is not None:
+            committed.append(outcome)
+        await _send_stream(gw, req, surface, send, outcome, decision, t0)
 
 
 async def _send_full(
@@ -132,20 +176,17 @@ async def _send_stream(
     req: ChatRequest,
     surface: Surface,
     send: Send,
-    receive: Receive,
     so: StreamOutcome,
     decision: Decision,
     t0: float,
 ) -> None:
+    """Write a committed stream chunk by chunk; an upstream failure after commit ends it with the
+    surface's error event and a non-``stop`` finish, never as complete (RESIL-9)."""
     enc = surface.encoder(req)
     upstream_ms = sum(a.latency_ms for a in decision.attempts)
     overhead = (time.perf_counter() - t0) * 1000 - upstream_ms
     headers = [*SSE_HEADERS, *encode_headers(routing_headers(req, decision, overhead, so.candidate))]
-    status = 200
     error: UpstreamError | None = None
-    task = asyncio.current_task()
-    assert task is not None
-    watcher = asyncio.get_running_loop().create_task(_watch_disconnect(receive, task))
     try:
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         start = enc.start()
@@ -157,23 +198,11 @@ async def _send_stream(
                 await send({"type": "http.response.body", "body": data, "more_body": True})
         await send({"type": "http.response.body", "body": enc.end(so.usage), "more_body": False})
     except UpstreamError as err:
-        error, status = err, 502
+        error = err
         with contextlib.suppress(Exception):
             await send({"type": "http.response.body", "body": enc.error(err), "more_body": False})
-    except asyncio.CancelledError:
-        if not (watcher.done() and not watcher.cancelled() and watcher.result()):
-            raise
-        # The client went away: the upstream read stops at once (RESIL-9); nothing is retried.
-        task.uncancel()
-        so.close()
-        _finish_usage(gw, req, decision, so, 499, t0, "client disconnected")
-        return
-    finally:
-        watcher.cancel()
-        so.close()
-    for cb in so.on_done:
-        await cb(so, error)
-    _finish_usage(gw, req, decision, so, status, t0, error.message if error else None)
+    await so.finalize(error)
+    _finish_usage(gw, req, decision, so, 502 if error else 200, t0, error.message if error else None)
 
 
 def _finish_usage(

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import math
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +26,7 @@ from omniroute.errors import (
     ExclusionRecord,
     ExhaustedError,
     GatewayError,
+    Overloaded,
     RateLimited,
     ServerError,
     StreamBroken,
@@ -75,6 +77,21 @@ class StreamOutcome:
     saw_finish: bool = False
     usage: Usage | None = None
     on_done: list[Callable[[StreamOutcome, UpstreamError | None], Any]] = field(default_factory=list)
+    release: Callable[[], Awaitable[Any]] | None = None
+
+    async def finalize(self, err: UpstreamError | None, *, abandoned: bool = False) -> None:
+        """Close the upstream, free the in-flight slot and, unless the client abandoned the stream,
+        record its success or failure in the ladder (RESIL-9). Idempotent."""
+        self.close()
+        release, self.release = self.release, None
+        if release is not None:
+            await release()
+        if abandoned:
+            self.on_done.clear()
+            return
+        callbacks, self.on_done = self.on_done, []
+        for cb in callbacks:
+            await cb(self, err)
 
     async def chunks(self) -> AsyncIterator[dict[str, Any]]:
         """Yield canonical chunks; raises :class:`StreamBroken`/:class:`Timeout` after commit when the
@@ -123,6 +140,35 @@ def is_content_chunk(ch: Mapping[str, Any]) -> bool:
 
 
 _TRANSIENT = (ServerError, ConnectionFailed, StreamBroken)
+MAX_INLINE_WAIT_S = 2.0  # longest upstream hint waited out in-request on the last candidate (RESIL-6)
+
+
+@dataclass(slots=True)
+class _Budget:
+    """RESIL-6 budgets of one request: attempt cap, transient retries per target, total deadline."""
+
+    limit: int
+    per_target: int
+    deadline: float
+
+    def spent(self, attempts: int) -> bool:
+        return attempts >= self.limit or time.monotonic() >= self.deadline
+
+    def retry_wait(self, err: UpstreamError, tries: int, last: bool, attempts: int) -> float | None:
+        """Seconds to wait before retrying the same target, or ``None`` to move on.
+
+        Transient failures without a hint retry after a short backoff. A rate-limit/overload hint is
+        honoured in-request only on the last candidate and only when it fits the remaining budget;
+        otherwise the next target is tried at once (its connection is cooling down anyway)."""
+        if tries > self.per_target or self.spent(attempts):
+            return None
+        if err.retry_after_s is None:
+            return min(0.05 * tries, 0.5) if isinstance(err, _TRANSIENT) else None
+        if isinstance(err, (RateLimited, Overloaded)) and last:
+            remaining = self.deadline - time.monotonic()
+            if err.retry_after_s <= min(MAX_INLINE_WAIT_S, remaining - 1.0):
+                return err.retry_after_s
+        return None
 
 
 class Engine:
@@ -159,106 +205,133 @@ class Engine:
         """Try ``candidates`` in order; return the first success.
 
         Raises the upstream error itself when it must not fall back (ordinary 400, content filter),
-        :class:`ClientDisconnected` when cancelled, else :class:`ExhaustedError` (RESIL-7).
+        ``asyncio.CancelledError`` when the client went away (the attempt is recorded as 499), else
+        :class:`ExhaustedError` (RESIL-7).
         """
         ctx = LadderContext.for_request(req.body, now=time.time())
         result = await self.resilience.filter(candidates, ctx)
-        survivors, exclusions = list(result.survivors), list(result.exclusions)
-        decision.exclusions.extend(exclusions)
-        limit = self.retries.max_attempts if max_attempts is None else max_attempts
-        transient_budget = self.retries.per_target if per_target is None else per_target
-        deadline = time.monotonic() + self.retries.total_s
+        survivors = list(result.survivors)
+        decision.exclusions.extend(result.exclusions)
+        budget = _Budget(
+            limit=self.retries.max_attempts if max_attempts is None else max_attempts,
+            per_target=self.retries.per_target if per_target is None else per_target,
+            deadline=time.monotonic() + self.retries.total_s,
+        )
         errors: list[UpstreamError] = []
-        attempts = decision.attempts
-        min_context = 0
         for idx, cand in enumerate(survivors):
-            if len(attempts) >= limit or time.monotonic() >= deadline:
-                await self._release_rest(survivors[idx:])
+            if budget.spent(len(decision.attempts)):
+                await self._release(survivors[idx:])
                 break
-            if min_context and cand.model.context_window and cand.model.context_window <= min_context:
-                decision.exclusions.append(
-                    ExclusionRecord(
+            skip = await self._precheck(cand, ctx, bool(errors))
+            if skip is not None:
+                decision.exclusions.append(skip)
+                continue
+            last = idx == len(survivors) - 1
+            try:
+                out = await self._try_candidate(cand, req, decision, ctx, budget, errors, last)
+            except BaseException:
+                await self._release(survivors[idx + 1 :])
+                raise
+            if out is None:
+                continue
+            await self._release(survivors[idx + 1 :])
+            decision.served = cand.key
+            if isinstance(out, Outcome):
+                await self.resilience.record_success(cand, out.upstream_ms, None, out.headers)
+                await _call_hook(on_success, cand)
+            else:
+                out.on_done.append(self._stream_done_hook(on_success))
+            return out
+        raise await self._exhausted(candidates, errors, decision)
+
+    async def _precheck(
+        self, cand: Candidate, ctx: LadderContext, failed_before: bool
+    ) -> ExclusionRecord | None:
+        """Skip a survivor whose window is known too small after an overflow, or whose state changed
+        during this request (e.g. its connection just cooled down)."""
+        window = cand.model.context_window
+        if ctx.min_context and window and window < ctx.min_context:
+            await self.resilience.release_probe(cand)
+            return ExclusionRecord(
+                cand.provider.id,
+                cand.model.id,
+                f"context window {window} too small: an earlier target overflowed "
+                f"(need > {ctx.min_context - 1} tokens)",
+                cand.connection.id,
+            )
+        if failed_before:
+            return await self.resilience.recheck(cand, time.time())
+        return None
+
+    async def _try_candidate(
+        self,
+        cand: Candidate,
+        req: ChatRequest,
+        decision: Decision,
+        ctx: LadderContext,
+        budget: _Budget,
+        errors: list[UpstreamError],
+        last: bool,
+    ) -> Outcome | StreamOutcome | None:
+        """Attempts on one candidate with its transient retries; ``None`` moves to the next one."""
+        state = self.resilience.state
+        tries = 0
+        while True:
+            tries += 1
+            t0 = time.monotonic()
+            await state.incr_inflight(cand.connection.id)
+            try:
+                out = await self._attempt(cand, req, budget.deadline)
+            except UpstreamError as err:
+                await state.decr_inflight(cand.connection.id)
+                ms = (time.monotonic() - t0) * 1000
+                decision.attempts.append(
+                    AttemptRecord(
                         cand.provider.id,
                         cand.model.id,
-                        f"context window {cand.model.context_window} too small (an earlier target overflowed "
-                        f"at {min_context})",
                         cand.connection.id,
+                        err.upstream_status or err.status,
+                        err.message,
+                        ms,
+                    )
+                )
+                await self.resilience.record_failure(cand, err, ms)
+                errors.append(err)
+                if not err.retryable:
+                    raise
+                if isinstance(err, ContextOverflow):
+                    ctx.note_context_overflow(cand.model.context_window or ctx.estimated_prompt_tokens)
+                    return None
+                wait = budget.retry_wait(err, tries, last, len(decision.attempts))
+                if wait is None:
+                    return None
+                await asyncio.sleep(wait)
+                if await self.resilience.recheck(cand, time.time()) is not None:
+                    return None
+                continue
+            except asyncio.CancelledError:
+                await state.decr_inflight(cand.connection.id)
+                decision.attempts.append(
+                    AttemptRecord(
+                        cand.provider.id,
+                        cand.model.id,
+                        cand.connection.id,
+                        499,
+                        "client disconnected",
+                        (time.monotonic() - t0) * 1000,
                     )
                 )
                 await self.resilience.release_probe(cand)
-                continue
-            if errors:
-                # State may have changed during this request (e.g. this connection just cooled down).
-                still = await self.resilience.recheck(cand, time.time())
-                if still is not None:
-                    decision.exclusions.append(still)
-                    continue
-            tries = 0
-            while True:
-                tries += 1
-                t0 = time.monotonic()
-                try:
-                    out = await self._attempt(cand, req, deadline)
-                except UpstreamError as err:
-                    ms = (time.monotonic() - t0) * 1000
-                    attempts.append(
-                        AttemptRecord(
-                            cand.provider.id,
-                            cand.model.id,
-                            cand.connection.id,
-                            err.upstream_status or err.status,
-                            err.message,
-                            ms,
-                        )
-                    )
-                    await self.resilience.record_failure(cand, err)
-                    errors.append(err)
-                    if not err.retryable:
-                        await self._release_rest(survivors[idx + 1 :])
-                        raise
-                    if isinstance(err, ContextOverflow):
-                        min_context = max(
-                            min_context, cand.model.context_window or ctx.estimated_prompt_tokens
-                        )
-                        break
-                    if (
-                        isinstance(err, _TRANSIENT)
-                        and err.retry_after_s is None
-                        and tries <= transient_budget
-                        and len(attempts) < limit
-                        and time.monotonic() < deadline
-                        and await self.resilience.recheck(cand, time.time()) is None
-                    ):
-                        await asyncio.sleep(min(0.05 * tries, 0.5))
-                        continue
-                    break
-                except asyncio.CancelledError:
-                    attempts.append(
-                        AttemptRecord(
-                            cand.provider.id,
-                            cand.model.id,
-                            cand.connection.id,
-                            499,
-                            "client disconnected",
-                            (time.monotonic() - t0) * 1000,
-                        )
-                    )
-                    await self.resilience.release_probe(cand)
-                    await self._release_rest(survivors[idx + 1 :])
-                    raise
-                ms = (time.monotonic() - t0) * 1000
-                attempts.append(
-                    AttemptRecord(cand.provider.id, cand.model.id, cand.connection.id, 200, "ok", ms)
-                )
-                decision.served = cand.key
-                await self._release_rest(survivors[idx + 1 :])
-                if isinstance(out, Outcome):
-                    await self.resilience.record_success(cand, ms, None, out.headers)
-                    await _call_hook(on_success, cand)
-                else:
-                    out.on_done.append(self._stream_done_hook(on_success))
-                return out
-        raise self._exhausted(len(candidates), errors, decision)
+                raise
+            ms = (time.monotonic() - t0) * 1000
+            decision.attempts.append(
+                AttemptRecord(cand.provider.id, cand.model.id, cand.connection.id, 200, "ok", ms)
+            )
+            if isinstance(out, Outcome):
+                await state.decr_inflight(cand.connection.id)
+            else:
+                out.release = lambda: state.decr_inflight(cand.connection.id)
+            return out
 
     def _stream_done_hook(
         self, on_success: Callable[[Candidate], Any] | None
@@ -274,7 +347,8 @@ class Engine:
 
         return done
 
-    async def _release_rest(self, rest: Sequence[Candidate]) -> None:
+    async def _release(self, rest: Sequence[Candidate]) -> None:
+        """Give back probe slots claimed for candidates that will not be attempted."""
         for c in rest:
             await self.resilience.release_probe(c)
 
@@ -339,8 +413,11 @@ class Engine:
             return so
         raise StreamBroken(f"{cand.provider.id}: stream ended before any content", provider=cand.provider.id)
 
-    @staticmethod
-    def _exhausted(pool_size: int, errors: list[UpstreamError], decision: Decision) -> ExhaustedError:
+    async def _exhausted(
+        self, candidates: Sequence[Candidate], errors: list[UpstreamError], decision: Decision
+    ) -> ExhaustedError:
+        """RESIL-7: one clean error for a request nothing could serve."""
+        pool_size = len(candidates)
         diag = Diagnostics(
             pool_size=pool_size, attempted=list(decision.attempts), excluded=list(decision.exclusions)
         )
@@ -351,20 +428,29 @@ class Engine:
                 f"No candidate could be attempted for '{decision.requested_model}': all "
                 f"{pool_size} were filtered ({'; '.join(e.reason for e in decision.exclusions[:5])})."
             )
-            cooldowns = [e for e in decision.exclusions if "rate limited" in e.reason]
-            if cooldowns and len(cooldowns) == len(decision.exclusions):
+            if decision.exclusions and all(
+                e.reason.startswith(("rate limited", "overloaded")) for e in decision.exclusions
+            ):
                 status = 429
+                records = await self.resilience.state.get_cooldowns({c.connection.id for c in candidates})
+                now = time.time()
+                waits = [r.until - now for r in records.values() if r.until > now]
+                if waits:
+                    headers["Retry-After"] = str(max(1, math.ceil(min(waits))))
         else:
             code = "fallback_exhausted"
+            statuses = {e.upstream_status or e.status for e in errors}
             if all(isinstance(e, RateLimited) for e in errors):
                 status = 429
                 hints = [e.retry_after_s for e in errors if e.retry_after_s is not None]
                 if hints:
-                    headers["Retry-After"] = str(max(1, round(min(hints))))
+                    headers["Retry-After"] = str(max(1, math.ceil(min(hints))))
             elif all(isinstance(e, Timeout) for e in errors):
                 status = 504
             elif all(isinstance(e, ConnectionFailed) for e in errors):
                 status = 502
+            elif len(statuses) == 1 and 400 <= next(iter(statuses)) < 500:
+                status = next(iter(statuses))  # one meaningful client-side status, e.g. 404 or 402
             else:
                 status = 503
             last = errors[-1]
