@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 
-from omniroute.api import anthropic_surface, gemini_surface, openai, responses_surface
+from omniroute.api import anthropic_surface, embeddings, gemini_surface, openai, responses_surface
 from omniroute.api.admin import build_admin_app
 from omniroute.api.asgi import Receive, Scope, Send, send_json
 from omniroute.config import Config
@@ -31,6 +31,7 @@ class OmniRouteApp:
         self.post_routes: dict[str, GwHandler] = {
             "/v1/chat/completions": openai.chat_completions,
             "/chat/completions": openai.chat_completions,
+            "/v1/embeddings": embeddings.embeddings,
         }
         self.post_routes.update(anthropic_surface.ROUTES)
         self.post_routes.update(responses_surface.ROUTES)

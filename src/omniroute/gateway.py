@@ -19,10 +19,12 @@ from omniroute import bootstrap
 from omniroute.config import Config
 from omniroute.errors import AuthenticationFailed, BudgetExceeded, PermissionDenied
 from omniroute.observe.batch import BatchWriter
+from omniroute.observe.metrics import Metrics
 from omniroute.providers.catalog import Catalog
 from omniroute.providers.upstream import AttemptTimeouts, UpstreamClient
 from omniroute.routing.decision import Decision
 from omniroute.routing.engine import Engine, Outcome, RetrySettings, StreamOutcome
+from omniroute.routing.multicall import execute_multi_call, is_multi_call
 from omniroute.routing.plan import Planner
 from omniroute.routing.registry import Registry
 from omniroute.routing.resolve import resolve
@@ -74,6 +76,7 @@ class Gateway:
         self.decision_writer: BatchWriter[tuple[str, float, dict[str, Any]]] | None = None
         self.decisions: OrderedDict[str, Decision] = OrderedDict()
         self.started_at = time.time()
+        self.metrics = Metrics()
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
@@ -176,8 +179,11 @@ class Gateway:
         return out
 
     def auto_models(self) -> list[dict[str, Any]]:
-        """``auto`` and its advertised variants (AUTO-1); empty until auto routing is available."""
-        return []
+        """``auto`` and its advertised variants (AUTO-1) with ``context_length``/``max_output_tokens`` =
+        MAX over each pool, never 0 (API-2)."""
+        from omniroute.routing.auto.listing import auto_models
+
+        return auto_models(self)
 
     # -- auth --------------------------------------------------------------------------------
     def authenticate(
@@ -232,6 +238,11 @@ class Gateway:
         decision = Decision(request_id=req.request_id, requested_model=req.model)
         plan = resolve(self.registry, req.model)
         decision.route = plan.route
+        if is_multi_call(plan.combo):  # fusion / pipeline call several models (COMBO-5, COMBO-6)
+            try:
+                return await execute_multi_call(self, req, plan, decision), decision
+            finally:
+                self.remember(decision)
         candidates, opts = await self.planner.candidates(plan, req, decision)
         try:
             out = await self.engine.run(
@@ -272,12 +283,20 @@ class Gateway:
         latency_ms: float,
         ttft_ms: float | None,
         error: str | None = None,
+        member: str | None = None,
+        charge: bool = True,
     ) -> None:
-        """Queue one usage-log row (OBS-1); cost from catalog prices (USD per 1M tokens)."""
+        """Queue one usage-log row (OBS-1); cost from catalog prices (USD per 1M tokens).
+
+        ``member`` labels one member call of a multi-call strategy (fusion panel answer, pipeline
+        step); ``charge=False`` keeps the row out of the key's spend because the request's main row
+        already carries its cost (COMBO-5, COMBO-6)."""
         if self.usage is None:
             return
         u = usage or Usage()
         cost = u.cost_usd(cand.model) if cand is not None else 0.0
+        if member is None:  # a member call is part of its request, observed once by the main row
+            self.metrics.observe_request(decision, status, cand, usage, latency_ms, ttft_ms, cost)
         self.usage.put(
             {
                 "ts": time.time(),
@@ -298,9 +317,11 @@ class Gateway:
                 "cost_usd": cost,
                 "error": error,
                 "stream": req.stream,
+                "member": member,
+                "charge": charge,
             }
         )
-        if req.api_key_id and cost:
+        if req.api_key_id and cost and charge:
             rec = next((r for r in self.keys_by_hash.values() if r["id"] == req.api_key_id), None)
             if rec is not None:
                 rec["spent_usd"] = float(rec.get("spent_usd") or 0) + cost
@@ -311,7 +332,7 @@ class Gateway:
         await self.store.write_usage(rows)
         spend: dict[str, float] = {}
         for r in rows:
-            if r.get("api_key_id") and r.get("cost_usd"):
+            if r.get("api_key_id") and r.get("cost_usd") and r.get("charge", True):
                 spend[r["api_key_id"]] = spend.get(r["api_key_id"], 0.0) + float(r["cost_usd"])
         for key_id, usd in spend.items():
             await self.store.add_spend(key_id, usd)

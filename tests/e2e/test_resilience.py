@@ -34,28 +34,53 @@ class Rig:
         self.fakes = {n: FakeProviderThread(name=n).start() for n in ("a", "a2", "b", "c", "d")}
         self.gateways: list[GatewayThread] = []
 
-    def config(self, chain: tuple[str, ...] = ("pa", "pb"), resilience: dict[str, Any] | None = None,
-               a2: bool = False) -> dict[str, Any]:
+    def config(
+        self,
+        chain: tuple[str, ...] = ("pa", "pb"),
+        resilience: dict[str, Any] | None = None,
+        a2: bool = False,
+    ) -> dict[str, Any]:
         f = self.fakes
         windows = {"pa": 8000, "pb": 128000, "pc": 4000, "pd": 32000}
-        conns = [{"id": "a1", "provider": "pa", "api_key": "ka1", "priority": 1},
-                 {"id": "b1", "provider": "pb", "api_key": "kb1"},
-                 {"id": "c1", "provider": "pc", "api_key": "kc1"},
-                 {"id": "d1", "provider": "pd", "api_key": "kd1"}]
+        conns = [
+            {"id": "a1", "provider": "pa", "api_key": "ka1", "priority": 1},
+            {"id": "b1", "provider": "pb", "api_key": "kb1"},
+            {"id": "c1", "provider": "pc", "api_key": "kc1"},
+            {"id": "d1", "provider": "pd", "api_key": "kd1"},
+        ]
         if a2:
-            conns.append({"id": "a2", "provider": "pa", "api_key": "ka2", "priority": 2,
-                          "base_url": f"{f['a2'].base_url}/v1"})
-        res = {"timeouts": {"connect_s": 2, "ttft_s": 3, "idle_s": 2, "total_s": 30},
-               "cooldown": {"base_s": 3, "max_s": 300}}
+            conns.append(
+                {
+                    "id": "a2",
+                    "provider": "pa",
+                    "api_key": "ka2",
+                    "priority": 2,
+                    "base_url": f"{f['a2'].base_url}/v1",
+                }
+            )
+        res = {
+            "timeouts": {"connect_s": 2, "ttft_s": 3, "idle_s": 2, "total_s": 30},
+            "cooldown": {"base_s": 3, "max_s": 300},
+        }
         for k, v in (resilience or {}).items():
             res[k] = {**res.get(k, {}), **v}
         return {
             "database_url": f"sqlite:///{self.tmp}/gw.db",
             "providers": [
-                {"id": p, "base_url": f"{f[n].base_url}/v1",
-                 "models": [{"id": "m", "context_window": windows[p], "max_output_tokens": 1000,
-                             "input_price": 1.0, "output_price": 1.0},
-                            {"id": "m2", "context_window": windows[p], "max_output_tokens": 1000}]}
+                {
+                    "id": p,
+                    "base_url": f"{f[n].base_url}/v1",
+                    "models": [
+                        {
+                            "id": "m",
+                            "context_window": windows[p],
+                            "max_output_tokens": 1000,
+                            "input_price": 1.0,
+                            "output_price": 1.0,
+                        },
+                        {"id": "m2", "context_window": windows[p], "max_output_tokens": 1000},
+                    ],
+                }
                 for p, n in (("pa", "a"), ("pb", "b"), ("pc", "c"), ("pd", "d"))
             ],
             "connections": conns,
@@ -82,8 +107,14 @@ def rig(tmp_path: Path) -> Iterator[Rig]:
     r.close()
 
 
-def chat(gw: GatewayThread, model: str = "m", stream: bool = False, content: str = "hello there",
-         timeout: float = 20, **extra: Any) -> httpx.Response:
+def chat(
+    gw: GatewayThread,
+    model: str = "m",
+    stream: bool = False,
+    content: str = "hello there",
+    timeout: float = 20,
+    **extra: Any,
+) -> httpx.Response:
     """POST a chat request; for streams the whole SSE body is read."""
     body = {"model": model, "messages": [{"role": "user", "content": content}], "stream": stream, **extra}
     return httpx.post(f"{gw.base_url}/chat/completions", json=body, timeout=timeout)
@@ -99,8 +130,11 @@ def sse_events(r: httpx.Response) -> list[dict[str, Any] | str]:
 
 
 def stream_text(r: httpx.Response) -> str:
-    return "".join(e["choices"][0]["delta"].get("content") or "" for e in sse_events(r)
-                   if isinstance(e, dict) and e.get("choices"))
+    return "".join(
+        e["choices"][0]["delta"].get("content") or ""
+        for e in sse_events(r)
+        if isinstance(e, dict) and e.get("choices")
+    )
 
 
 def served_by(r: httpx.Response) -> str:
@@ -132,8 +166,12 @@ def test_429_with_retry_after_falls_back_and_cools_connection(rig: Rig, stream: 
 def test_breaker_opens_after_five_503_and_probes_once(rig: Rig) -> None:
     """RESIL-1: five counted failures open A's breaker; traffic skips A; after the reset timeout
     exactly one probe reaches A; success closes it."""
-    gw = rig.gateway(resilience={"circuit_breaker": {"failure_threshold": 5, "reset_timeout_s": 1},
-                                 "cooldown": {"base_s": 0.01, "max_s": 0.02}})
+    gw = rig.gateway(
+        resilience={
+            "circuit_breaker": {"failure_threshold": 5, "reset_timeout_s": 1},
+            "cooldown": {"base_s": 0.01, "max_s": 0.02},
+        }
+    )
     rig.fakes["a"].set_behaviour("m", "fail-503")
     for _ in range(5):
         assert served_by(chat(gw)) == "pb"
@@ -156,8 +194,12 @@ def test_breaker_opens_after_five_503_and_probes_once(rig: Rig) -> None:
 
 def test_failed_probe_reopens_with_doubled_timeout(rig: Rig) -> None:
     """RESIL-1: a failing probe re-opens the breaker with the reset timeout doubled."""
-    gw = rig.gateway(resilience={"circuit_breaker": {"failure_threshold": 2, "reset_timeout_s": 1},
-                                 "cooldown": {"base_s": 0.01, "max_s": 0.02}})
+    gw = rig.gateway(
+        resilience={
+            "circuit_breaker": {"failure_threshold": 2, "reset_timeout_s": 1},
+            "cooldown": {"base_s": 0.01, "max_s": 0.02},
+        }
+    )
     rig.fakes["a"].set_behaviour("m", "fail-500")
     for _ in range(2):
         chat(gw)
@@ -272,13 +314,18 @@ def test_stream_cut_after_commit_ends_with_error_not_stop(rig: Rig) -> None:
     assert time.monotonic() - t0 < 2
     events = sse_events(r)
     assert "[DONE]" not in events
-    finishes = [e["choices"][0]["finish_reason"] for e in events
-                if isinstance(e, dict) and e.get("choices") and e["choices"][0].get("finish_reason")]
+    finishes = [
+        e["choices"][0]["finish_reason"]
+        for e in events
+        if isinstance(e, dict) and e.get("choices") and e["choices"][0].get("finish_reason")
+    ]
     assert finishes and "stop" not in finishes
     assert isinstance(events[-1], dict) and "error" in events[-1]
     with pytest.raises(openai.APIError):
         c = openai.OpenAI(base_url=gw.base_url, api_key="x", max_retries=0)
-        for _ in c.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}], stream=True):
+        for _ in c.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "x"}], stream=True
+        ):
             pass
     rows = usage_rows(gw)
     assert rows[0]["status"] == 502 and rows[0]["provider"] == "pa" and rows[0]["error"]
@@ -323,8 +370,12 @@ def test_stream_stall_after_first_chunk_errors_within_idle_timeout(rig: Rig) -> 
 def test_outage_then_recovery_breaker_closes_and_body_names_served_model(rig: Rig) -> None:
     """RESIL-1: A down → B serves every request (body model + usage); after recovery A's circuit
     closes within reset timeout + one probe."""
-    gw = rig.gateway(resilience={"circuit_breaker": {"failure_threshold": 2, "reset_timeout_s": 1},
-                                 "cooldown": {"base_s": 0.01, "max_s": 0.02}})
+    gw = rig.gateway(
+        resilience={
+            "circuit_breaker": {"failure_threshold": 2, "reset_timeout_s": 1},
+            "cooldown": {"base_s": 0.01, "max_s": 0.02},
+        }
+    )
     rig.fakes["a"].set_behaviour("m", "fail-503")
     for _ in range(4):
         r = chat(gw)
@@ -358,8 +409,9 @@ def test_all_rate_limited_gives_429_with_earliest_retry_after(rig: Rig, stream: 
 
 def test_max_attempts_caps_upstream_calls(rig: Rig) -> None:
     """RESIL-6: max_attempts 3 with four failing targets → exactly 3 upstream calls, then exhaustion."""
-    gw = rig.gateway(chain=("pa", "pb", "pc", "pd"),
-                     resilience={"retries": {"per_target": 0, "max_attempts": 3}})
+    gw = rig.gateway(
+        chain=("pa", "pb", "pc", "pd"), resilience={"retries": {"per_target": 0, "max_attempts": 3}}
+    )
     for n in ("a", "b", "c", "d"):
         rig.fakes[n].set_behaviour("m", "fail-500")
     r = chat(gw)
@@ -391,15 +443,23 @@ def test_bare_id_chain_skips_disabled_entry(rig: Rig, tmp_path: Path) -> None:
     f = rig.fakes
     cfg = {
         "database_url": f"sqlite:///{tmp_path}/chain.db",
-        "providers": [{"id": "openai", "base_url": f"{f['a'].base_url}/v1"},
-                      {"id": "anthropic", "base_url": f["b"].base_url},
-                      {"id": "mistral", "base_url": f"{f['c'].base_url}/v1"}],
-        "connections": [{"id": "oa", "provider": "openai", "api_key": "k"},
-                        {"id": "an", "provider": "anthropic", "api_key": "k"},
-                        {"id": "mi", "provider": "mistral", "api_key": "k"}],
-        "fallback_chains": {"gpt-4o": [{"provider": "openai", "priority": 0},
-                                       {"provider": "anthropic", "priority": 1, "enabled": False},
-                                       {"provider": "mistral", "priority": 2}]},
+        "providers": [
+            {"id": "openai", "base_url": f"{f['a'].base_url}/v1"},
+            {"id": "anthropic", "base_url": f["b"].base_url},
+            {"id": "mistral", "base_url": f"{f['c'].base_url}/v1"},
+        ],
+        "connections": [
+            {"id": "oa", "provider": "openai", "api_key": "k"},
+            {"id": "an", "provider": "anthropic", "api_key": "k"},
+            {"id": "mi", "provider": "mistral", "api_key": "k"},
+        ],
+        "fallback_chains": {
+            "gpt-4o": [
+                {"provider": "openai", "priority": 0},
+                {"provider": "anthropic", "priority": 1, "enabled": False},
+                {"provider": "mistral", "priority": 2},
+            ]
+        },
     }
     gw = GatewayThread(config_from_dict(cfg, env={})).start()
     rig.gateways.append(gw)
@@ -414,13 +474,16 @@ def test_bare_id_chain_skips_disabled_entry(rig: Rig, tmp_path: Path) -> None:
 def test_chain_edit_applies_to_next_request(rig: Rig) -> None:
     """RESIL-4: POST /api/fallback/chains changes routing on the very next request; DELETE removes it."""
     gw = rig.gateway()
-    r = httpx.post(f"{gw.url}/api/fallback/chains", json={"model": "m", "chain": [{"provider": "pd"}]}, timeout=5)
+    r = httpx.post(
+        f"{gw.url}/api/fallback/chains", json={"model": "m", "chain": [{"provider": "pd"}]}, timeout=5
+    )
     assert r.status_code == 201
     assert served_by(chat(gw)) == "pd"
     listed = httpx.get(f"{gw.url}/api/fallback/chains", timeout=5).json()["chains"]
     assert [e["provider"] for e in listed["m"]] == ["pd"]
-    bad = httpx.post(f"{gw.url}/api/fallback/chains", json={"model": "m", "chain": [{"provider": "nope"}]},
-                     timeout=5)
+    bad = httpx.post(
+        f"{gw.url}/api/fallback/chains", json={"model": "m", "chain": [{"provider": "nope"}]}, timeout=5
+    )
     assert bad.status_code == 400 and bad.json()["error"]["param"] == "chain[0].provider"
     assert httpx.delete(f"{gw.url}/api/fallback/chains/m", timeout=5).status_code == 200
 
@@ -466,4 +529,3 @@ def usage_rows(gw: GatewayThread) -> list[dict[str, Any]]:
         return out
 
     return gw.call(rows)
-

@@ -242,7 +242,7 @@ class Engine:
             else:
                 out.on_done.append(self._stream_done_hook(on_success))
             return out
-        raise await self._exhausted(candidates, errors, decision)
+        raise await self.exhausted(candidates, errors, decision)
 
     async def _precheck(
         self, cand: Candidate, ctx: LadderContext, failed_before: bool
@@ -413,7 +413,7 @@ class Engine:
             return so
         raise StreamBroken(f"{cand.provider.id}: stream ended before any content", provider=cand.provider.id)
 
-    async def _exhausted(
+    async def exhausted(
         self, candidates: Sequence[Candidate], errors: list[UpstreamError], decision: Decision
     ) -> ExhaustedError:
         """RESIL-7: one clean error for a request nothing could serve."""

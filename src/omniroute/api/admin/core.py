@@ -77,6 +77,14 @@ async def ready(gw: Annotated[Gateway, Depends(gateway)], response: Response) ->
     }
 
 
+@router.get("/metrics", tags=["health"], response_class=Response)
+async def metrics(gw: Annotated[Gateway, Depends(gateway)]) -> Response:
+    """Prometheus exposition (OBS-3): requests, attempts, fallbacks, breaker state per provider,
+    cooldowns, lockouts, latency/TTFT/overhead histograms, tokens and cost."""
+    body = gw.metrics.render(await gw.resilience.snapshot())
+    return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")
+
+
 class KeyCreate(BaseModel):
     """``POST /api/keys`` body (API-8)."""
 

@@ -68,10 +68,15 @@ async def get_chain(model: str, gw: Admin) -> dict[str, Any]:
     assert gw.store is not None
     chains = await gw.store.list_chains()
     if model not in chains:
-        raise GatewayError(f"No fallback chain for model '{model}'.", status=404, code="not_found", param="model")
+        raise GatewayError(
+            f"No fallback chain for model '{model}'.", status=404, code="not_found", param="model"
+        )
     entries = chains[model]
-    return {"model": model, "chain": entries,
-            "resolved": [e["provider"] for e in entries if e.get("enabled", True)]}
+    return {
+        "model": model,
+        "chain": entries,
+        "resolved": [e["provider"] for e in entries if e.get("enabled", True)],
+    }
 
 
 @router.post("/api/fallback/chains", status_code=201)
@@ -80,10 +85,16 @@ async def set_chain(body: ChainBody, gw: Admin) -> dict[str, Any]:
     assert gw.store is not None
     for i, e in enumerate(body.chain):
         if gw.registry.catalog.provider(e.provider) is None:
-            raise GatewayError(f"chain[{i}].provider: unknown provider '{e.provider}'.", status=400,
-                               code="invalid_request_error", param=f"chain[{i}].provider")
-    entries = [{"provider": e.provider, "priority": i if e.priority is None else e.priority, "enabled": e.enabled}
-               for i, e in enumerate(body.chain)]
+            raise GatewayError(
+                f"chain[{i}].provider: unknown provider '{e.provider}'.",
+                status=400,
+                code="invalid_request_error",
+                param=f"chain[{i}].provider",
+            )
+    entries = [
+        {"provider": e.provider, "priority": i if e.priority is None else e.priority, "enabled": e.enabled}
+        for i, e in enumerate(body.chain)
+    ]
     saved = await gw.store.set_chain(body.model, entries)
     await gw.refresh()
     return {"model": body.model, "chain": saved}
@@ -94,6 +105,8 @@ async def delete_chain(model: str, gw: Admin) -> dict[str, Any]:
     """Remove a model's chain."""
     assert gw.store is not None
     if not await gw.store.delete_chain(model):
-        raise GatewayError(f"No fallback chain for model '{model}'.", status=404, code="not_found", param="model")
+        raise GatewayError(
+            f"No fallback chain for model '{model}'.", status=404, code="not_found", param="model"
+        )
     await gw.refresh()
     return {"deleted": model}

@@ -1,0 +1,128 @@
+"""``POST /v1/embeddings`` (API-5): routed like chat (same resolution, same ladder) to OpenAI-format
+providers that serve embeddings, with plain priority order and fallback. Usage is recorded (OBS-1)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import orjson
+
+from omniroute.api.asgi import (
+    Receive,
+    Scope,
+    Send,
+    encode_headers,
+    header_map,
+    parse_json_object,
+    read_body,
+    send_bytes,
+)
+from omniroute.api.chat import chat_request, routing_headers, send_error
+from omniroute.api.openai import SURFACE
+from omniroute.errors import AttemptRecord, GatewayError, InvalidRequest, UpstreamError
+from omniroute.gateway import Gateway
+from omniroute.providers.openai_format import base_url_for
+from omniroute.resilience.ladder import LadderContext
+from omniroute.routing.decision import Decision
+from omniroute.routing.resolve import resolve
+from omniroute.typing import UpstreamRequest
+from omniroute.values import Usage
+
+
+def _validate(body: dict[str, Any]) -> None:
+    if not isinstance(body.get("model"), str) or not body["model"]:
+        raise InvalidRequest("'model' must be a non-empty string.", param="model")
+    inp = body.get("input")
+    ok = isinstance(inp, str) or (
+        isinstance(inp, list) and inp and all(isinstance(x, (str, int, list)) for x in inp)
+    )
+    if not ok:
+        raise InvalidRequest(
+            "'input' must be a string or a non-empty array of strings or token arrays.", param="input"
+        )
+
+
+async def embeddings(gw: Gateway, scope: Scope, receive: Receive, send: Send) -> None:
+    """Forward an embeddings request to the first healthy candidate; fall back on failure."""
+    t0 = time.perf_counter()
+    headers = header_map(scope)
+    req_id = headers.get("x-request-id") or gw.new_request_id()
+    try:
+        key = gw.authenticate(headers)
+        body = parse_json_object(await read_body(receive, gw.max_body_bytes), headers.get("content-type"))
+        _validate(body)
+        req = chat_request(body, headers, client_format="openai", request_id=req_id, api_key=key)
+        gw.check_key_allows(key, req.model)
+    except GatewayError as err:
+        err.headers.setdefault("x-request-id", req_id)
+        await send_error(send, SURFACE, err)
+        return
+    decision = Decision(request_id=req_id, requested_model=req.model, strategy="priority")
+    try:
+        plan = resolve(gw.registry, req.model)
+        decision.route = plan.route
+        cands = [c for c in gw.planner.expand(plan.targets, decision) if c.provider.format == "openai"]
+        result = await gw.resilience.filter(cands, LadderContext(now=time.time()))
+        decision.exclusions.extend(result.exclusions)
+        errors: list[UpstreamError] = []
+        for cand in result.survivors:
+            url = f"{base_url_for(cand)}/embeddings"
+            hdrs = {"Content-Type": "application/json"}
+            if cand.connection.secret:
+                hdrs["Authorization"] = f"Bearer {cand.connection.secret}"
+            a0 = time.monotonic()
+            try:
+                resp = await gw.client.send(
+                    UpstreamRequest(url, hdrs, orjson.dumps({**body, "model": cand.model.id})),
+                    provider=cand.provider.id,
+                )
+                data = await resp.read()
+                resp.close()
+                if resp.status >= 400:
+                    raise gw.adapters["openai"].classify_error(resp.status, resp.headers, data, cand)
+            except UpstreamError as err:
+                ms = (time.monotonic() - a0) * 1000
+                decision.attempts.append(
+                    AttemptRecord(
+                        cand.provider.id,
+                        cand.model.id,
+                        cand.connection.id,
+                        err.upstream_status or err.status,
+                        err.message,
+                        ms,
+                    )
+                )
+                await gw.resilience.record_failure(cand, err, ms)
+                errors.append(err)
+                if not err.retryable:
+                    raise
+                continue
+            ms = (time.monotonic() - a0) * 1000
+            decision.attempts.append(
+                AttemptRecord(cand.provider.id, cand.model.id, cand.connection.id, 200, "ok", ms)
+            )
+            decision.served = cand.key
+            await gw.resilience.record_success(cand, ms, None, resp.headers)
+            gw.remember(decision)
+            out = orjson.loads(data)
+            usage = Usage(prompt_tokens=int((out.get("usage") or {}).get("prompt_tokens") or 0))
+            total = (time.perf_counter() - t0) * 1000
+            gw.record_usage(req, decision, status=200, cand=cand, usage=usage, latency_ms=total, ttft_ms=None)
+            hdr = routing_headers(req, decision, total - ms, cand)
+            await send_bytes(send, 200, data, encode_headers(hdr))
+            return
+        raise await gw.engine.exhausted(cands, errors, decision)
+    except GatewayError as err:
+        gw.remember(decision)
+        gw.record_usage(
+            req,
+            decision,
+            status=err.status,
+            cand=None,
+            usage=None,
+            latency_ms=(time.perf_counter() - t0) * 1000,
+            ttft_ms=None,
+            error=err.message,
+        )
+        await send_error(send, SURFACE, err, req, decision, t0)

@@ -1,0 +1,5 @@
+"""``python -m omniroute.cli`` → the ``omniroute`` command."""
+
+from omniroute.cli.main import main
+
+main()
