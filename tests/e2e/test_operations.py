@@ -160,3 +160,65 @@ def test_no_config_serves_simulated_providers(tmp_path: Path) -> None:
             if ch.choices
         )
         assert text
+
+
+def test_usage_rows_are_flushed_on_shutdown(
+    tmp_path: Path, make_gateway: Callable[..., GatewayThread]
+) -> None:
+    """OBS-1: rows queued by the background writer are written when the gateway stops."""
+    import asyncio
+
+    from omniroute.store import Store
+
+    gw = make_gateway()
+    c = openai.OpenAI(base_url=gw.base_url, api_key="x", max_retries=0)
+    ids = [
+        c.chat.completions.with_raw_response.create(
+            model="local-o/model-o", messages=[{"role": "user", "content": "x"}]
+        ).headers["x-request-id"]
+        for _ in range(5)
+    ]
+    gw.stop()
+
+    async def rows() -> list[str]:
+        store = await Store.open(f"sqlite:///{tmp_path}/omniroute.db", data_dir=str(tmp_path))
+        try:
+            return [r["request_id"] for r in await store.recent_usage(limit=50)]
+        finally:
+            await store.close()
+
+    assert set(ids) <= set(asyncio.run(rows()))
+
+
+def test_demo_prints_a_curl_line_that_works(tmp_path: Path) -> None:
+    """OPS-1: `omniroute demo` serves simulated providers and prints a working curl line."""
+    import shlex
+    import time
+
+    from omniroute.testing.gateway import free_port
+
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "omniroute.cli", "demo", "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = ""
+        deadline = time.monotonic() + 30
+        while "curl" not in line and time.monotonic() < deadline:
+            line = proc.stdout.readline()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        out = subprocess.run(shlex.split(line.strip()), capture_output=True, text=True, timeout=30)
+        assert '"choices"' in out.stdout, out.stdout + out.stderr
+    finally:
+        proc.terminate()
+        proc.wait(10)
