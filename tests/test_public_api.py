@@ -9,6 +9,7 @@ import sys
 def test_public_names_are_pinned() -> None:
     import omniroute
 
+    assert all(callable(getattr(omniroute, n)) for n in omniroute.__all__)
     assert sorted(omniroute.__all__) == [
         "Config",
         "ConfigError",

@@ -130,6 +130,14 @@ class ChatRequest:
     tags: tuple[str, ...] = ()
     session_id: str | None = None
     raw_body: bytes | None = None
+
+    @property
+    def prompt_estimate(self) -> int:
+        """Estimated prompt tokens (≈ chars / 4), used when an upstream reports no usage."""
+        from omniroute.resilience.precall import estimate_prompt_tokens
+
+        return estimate_prompt_tokens(self.body)
+
     native: dict[str, Any] | None = None
 
 

@@ -116,3 +116,21 @@ async def test_deleting_a_combo_cascades_to_its_mappings(store: Store) -> None:
     assert await store.delete_combo("gone") is True
     assert [m["pattern"] for m in await store.list_mappings()] == ["c*"]
     assert await store.delete_combo("gone") is False
+
+
+async def test_combo_without_description_upserts_from_config(store: Store) -> None:
+    """Regression: a config combo with no description (None) is stored, not reported as vanished."""
+    saved = await store.upsert_combo_by_name(
+        {
+            "name": "nodesc",
+            "strategy": "priority",
+            "description": None,
+            "targets": [{"model": "a/b"}],
+            "config": {},
+        }
+    )
+    assert saved["description"] == ""
+    again = await store.upsert_combo_by_name(
+        {"name": "nodesc", "strategy": "priority", "description": None, "targets": [], "config": {}}
+    )
+    assert again["id"] == saved["id"]

@@ -53,12 +53,11 @@ SURFACE = AnthropicSurface()
 
 
 async def _read(
-    gw: Gateway, scope: Scope, receive: Receive
-) -> tuple[dict[str, str], dict[str, Any] | None, bytes]:
-    headers = header_map(scope)
+    gw: Gateway, headers: dict[str, str], receive: Receive
+) -> tuple[dict[str, Any] | None, bytes]:
+    """Authenticate (``x-api-key`` or bearer, API-8) and read the body; raises GatewayError."""
     key = gw.authenticate(headers, allow_x_api_key=True)
-    raw = await read_body(receive, gw.max_body_bytes)
-    return headers, key, raw
+    return key, await read_body(receive, gw.max_body_bytes)
 
 
 async def messages(gw: Gateway, scope: Scope, receive: Receive, send: Send) -> None:
@@ -67,7 +66,7 @@ async def messages(gw: Gateway, scope: Scope, receive: Receive, send: Send) -> N
     headers = header_map(scope)
     req_id = headers.get("x-request-id") or gw.new_request_id()
     try:
-        headers, key, raw = await _read(gw, scope, receive)
+        key, raw = await _read(gw, headers, receive)
         body = parse_json_object(raw, headers.get("content-type"))
         anthropic_in.validate(body, model_required="x-route-model" not in headers)
         canonical = anthropic_in.to_canonical(body)
@@ -114,7 +113,7 @@ async def count_tokens(gw: Gateway, scope: Scope, receive: Receive, send: Send) 
     headers = header_map(scope)
     req_id = headers.get("x-request-id") or gw.new_request_id()
     try:
-        headers, key, raw = await _read(gw, scope, receive)
+        key, raw = await _read(gw, headers, receive)
         body = parse_json_object(raw, headers.get("content-type"))
         anthropic_in.validate({"max_tokens": 1, **body}, model_required="x-route-model" not in headers)
         gw.check_key_allows(key, str(headers.get("x-route-model") or body.get("model") or ""))

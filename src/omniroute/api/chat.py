@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 import orjson
@@ -20,6 +20,7 @@ import orjson
 from omniroute.api.asgi import SSE_HEADERS, Receive, Send, encode_headers, send_bytes
 from omniroute.errors import GatewayError, UpstreamError
 from omniroute.gateway import Gateway
+from omniroute.providers.upstream import UpstreamResponse
 from omniroute.routing.decision import Decision
 from omniroute.routing.engine import Outcome, StreamOutcome
 from omniroute.values import ChatRequest, Usage
@@ -192,17 +193,37 @@ async def _send_stream(
         start = enc.start()
         if start:
             await send({"type": "http.response.body", "body": start, "more_body": True})
+        # Chunks whose successors are already in memory are joined into one write; whenever the next
+        # one would wait for the network, what we have goes out at once (PERF-4: never buffered).
+        ready = _ready_probe(so)
+        pending: list[bytes] = []
         async for ch in so.chunks():
             data = enc.chunk(ch)
             if data:
-                await send({"type": "http.response.body", "body": data, "more_body": True})
-        await send({"type": "http.response.body", "body": enc.end(so.usage), "more_body": False})
+                pending.append(data)
+                if not ready():
+                    body = pending[0] if len(pending) == 1 else b"".join(pending)
+                    pending.clear()
+                    await send({"type": "http.response.body", "body": body, "more_body": True})
+        pending.append(enc.end(so.final_usage(req.prompt_estimate)))
+        await send({"type": "http.response.body", "body": b"".join(pending), "more_body": False})
     except UpstreamError as err:
         error = err
         with contextlib.suppress(Exception):
             await send({"type": "http.response.body", "body": enc.error(err), "more_body": False})
     await so.finalize(error)
+    if error is not None:
+        gw.remember(decision)
     _finish_usage(gw, req, decision, so, 502 if error else 200, t0, error.message if error else None)
+
+
+def _ready_probe(so: StreamOutcome) -> Callable[[], int]:
+    """How many upstream events are already read and waiting (always 0 when the stream does not come
+    from an :class:`UpstreamResponse`: then every chunk is flushed on its own)."""
+    resp = getattr(so, "resp", None)
+    if isinstance(resp, UpstreamResponse):
+        return lambda: resp.ready_events
+    return lambda: 0
 
 
 def _finish_usage(
@@ -219,7 +240,7 @@ def _finish_usage(
         decision,
         status=status,
         cand=so.candidate,
-        usage=so.usage,
+        usage=so.final_usage(req.prompt_estimate),
         latency_ms=(time.perf_counter() - t0) * 1000,
         ttft_ms=so.ttft_ms,
         error=error,

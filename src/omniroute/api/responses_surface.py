@@ -95,7 +95,7 @@ async def _history(gw: Gateway, body: dict[str, Any], api_key_id: str | None) ->
     data = await gw.store.get_response(prev, api_key_id) if gw.store is not None else None
     if data is None:
         raise InvalidRequest(
-            f"Previous response with id '{prev}' not found (or expired).",
+            f"previous_response_id: no response '{prev}' was found for this API key (unknown or expired).",
             param="previous_response_id",
             code="previous_response_not_found",
         )

@@ -43,7 +43,8 @@ class OpenAIStreamParser:
             obj = orjson.loads(data)
         except orjson.JSONDecodeError:
             raise StreamBroken(
-                f"{self.provider}: malformed stream event (not JSON, {len(data)} bytes)", provider=self.provider
+                f"{self.provider}: malformed stream event (not JSON, {len(data)} bytes)",
+                provider=self.provider,
             ) from None
         if not isinstance(obj, dict):
             raise StreamBroken(
@@ -84,7 +85,8 @@ class OpenAIAdapter:
             obj = orjson.loads(body)
         except orjson.JSONDecodeError:
             raise StreamBroken(
-                f"{cand.provider.id}: response body is not JSON ({len(body)} bytes)", provider=cand.provider.id
+                f"{cand.provider.id}: response body is not JSON ({len(body)} bytes)",
+                provider=cand.provider.id,
             ) from None
         if not isinstance(obj, dict) or not isinstance(obj.get("choices"), list):
             if isinstance(obj, dict) and "error" in obj:

@@ -34,7 +34,12 @@ class CooldownSettings:
 
 def cooldown_cause(err: UpstreamError) -> str:
     """Cause text of a cooldown, e.g. ``rate limited (429)`` or ``overloaded (529)``."""
-    what = "overloaded" if isinstance(err, Overloaded) else "rate limited"
+    if isinstance(err, Overloaded):
+        what = "overloaded"
+    elif isinstance(err, RateLimited):
+        what = "rate limited"
+    else:
+        what = "retry-after requested"
     return f"{what} ({err.upstream_status})" if err.upstream_status else what
 
 
@@ -60,8 +65,11 @@ class ConnectionCooldown:
         self, connection_id: str, provider: str, err: UpstreamError, now: float
     ) -> Change[CooldownRecord] | None:
         """RateLimited/Overloaded: cool down for the hint (capped) or the backoff; deadlines only move
-        later. AuthInvalid: mark the connection invalid. Anything else: ``None`` (not this tier's)."""
-        if isinstance(err, RateLimited | Overloaded):
+        later. Any other retryable failure that carries an explicit wait hint (e.g. a 504 or 500 with
+        ``Retry-After``) cools the connection for exactly that hint, because the upstream asked for it.
+        AuthInvalid: mark the connection invalid. Anything else: ``None`` (not this tier's)."""
+        hinted = err.retryable and err.retry_after_s is not None
+        if isinstance(err, RateLimited | Overloaded) or hinted:
             s = self.settings
             change = await self.state.cooldown_extend(
                 connection_id,

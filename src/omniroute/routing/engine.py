@@ -78,6 +78,7 @@ class StreamOutcome:
     usage: Usage | None = None
     on_done: list[Callable[[StreamOutcome, UpstreamError | None], Any]] = field(default_factory=list)
     release: Callable[[], Awaitable[Any]] | None = None
+    completion_chars: int = 0
 
     async def finalize(self, err: UpstreamError | None, *, abandoned: bool = False) -> None:
         """Close the upstream, free the in-flight slot and, unless the client abandoned the stream,
@@ -123,6 +124,18 @@ class StreamOutcome:
         for c in ch.get("choices") or ():
             if c.get("finish_reason"):
                 self.saw_finish = True
+            d = c.get("delta")
+            if d:
+                self.completion_chars += len(d.get("content") or "") + len(d.get("reasoning_content") or "")
+                for tc in d.get("tool_calls") or ():
+                    self.completion_chars += len((tc.get("function") or {}).get("arguments") or "")
+
+    def final_usage(self, prompt_tokens_estimate: int) -> Usage:
+        """The upstream's usage, or an estimate (prompt estimate, completion ≈ chars / 4) when the
+        upstream sent none, so spend is recorded either way (RESIL-9)."""
+        if self.usage is not None:
+            return self.usage
+        return Usage(prompt_tokens=prompt_tokens_estimate, completion_tokens=(self.completion_chars + 3) // 4)
 
     def close(self) -> None:
         self.resp.close()
@@ -240,7 +253,7 @@ class Engine:
                 await self.resilience.record_success(cand, out.upstream_ms, None, out.headers)
                 await _call_hook(on_success, cand)
             else:
-                out.on_done.append(self._stream_done_hook(on_success))
+                out.on_done.append(self._stream_done_hook(on_success, decision))
             return out
         raise await self.exhausted(candidates, errors, decision)
 
@@ -334,9 +347,21 @@ class Engine:
             return out
 
     def _stream_done_hook(
-        self, on_success: Callable[[Candidate], Any] | None
+        self, on_success: Callable[[Candidate], Any] | None, decision: Decision
     ) -> Callable[[StreamOutcome, UpstreamError | None], Any]:
         async def done(so: StreamOutcome, err: UpstreamError | None) -> None:
+            if err is not None and decision.attempts:
+                # The committed attempt failed after all: the decision says so (OBS-2, RESIL-9).
+                a = decision.attempts[-1]
+                decision.attempts[-1] = AttemptRecord(
+                    a.provider,
+                    a.model,
+                    a.connection,
+                    err.upstream_status or err.status,
+                    f"stream failed after commit: {err.message}",
+                    a.latency_ms,
+                )
+                decision.extra["stream_error"] = err.message
             if err is None:
                 await self.resilience.record_success(
                     so.candidate, so.upstream_ms, so.ttft_ms, so.resp.headers

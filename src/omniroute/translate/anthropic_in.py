@@ -111,6 +111,8 @@ def validate(body: Mapping[str, Any], *, model_required: bool = True) -> None:
     messages = body.get("messages")
     if not isinstance(messages, list):
         raise _bad("messages", "Field required (an array of messages)")
+    if not messages:
+        raise _bad("messages", "List should have at least 1 item")
     for i, m in enumerate(messages):
         if not isinstance(m, dict):
             raise _bad(f"messages.{i}", "Input should be an object")

@@ -266,9 +266,9 @@ def to_canonical(body: Mapping[str, Any], model: str, *, stream: bool) -> dict[s
     if stream:
         out["stream"] = True
     tools = _tools(body)
+    tc = _tool_choice(body)
     if tools:
         out["tools"] = tools
-        tc = _tool_choice(body)
         if tc is not None:
             out["tool_choice"] = tc
     _generation(_get(body, "generationConfig"), out)

@@ -46,7 +46,10 @@ def _fields(data: Mapping[str, Any], allowed: frozenset[str], what: str) -> dict
     unknown = set(data) - allowed - _READ_ONLY - {"combo", "combo_name"}
     if unknown:
         raise ValueError(f"unknown {what} field(s): {', '.join(sorted(unknown))}")
-    return {k: v for k, v in data.items() if k in allowed}
+    out = {k: v for k, v in data.items() if k in allowed}
+    if "description" in out and out["description"] is None:
+        out["description"] = ""  # the column is NOT NULL; "no description" is stored as ""
+    return out
 
 
 def _combo_dict(r: RowMapping) -> dict[str, Any]:
