@@ -29,7 +29,9 @@ from omniroute.routing.plan import Planner
 from omniroute.routing.registry import Registry
 from omniroute.routing.resolve import resolve
 from omniroute.simulated import SAMPLE_COMBO, SimulatedFleet
+from omniroute.state.base import RoutingState
 from omniroute.state.memory import MemoryRoutingState
+from omniroute.state.redis import ResilientRoutingState
 from omniroute.store import Store, hash_key
 from omniroute.typing import ProviderAdapter
 from omniroute.values import Candidate, ChatRequest, Usage
@@ -53,7 +55,11 @@ class Gateway:
                 total_s=config.resilience.timeouts.total_s,
             )
         )
-        self.state = MemoryRoutingState()
+        # STORE-2: shared routing state in Redis when configured (degrades to local state), else local
+        self.redis_state: ResilientRoutingState | None = (
+            ResilientRoutingState.from_url(config.redis_url) if config.redis_url else None
+        )
+        self.state: RoutingState = self.redis_state or MemoryRoutingState()
         self.resilience = bootstrap.build_resilience(config, self.state)
         self.adapters: dict[str, ProviderAdapter] = bootstrap.adapters()
         self.engine = Engine(
@@ -94,6 +100,11 @@ class Gateway:
                 ", ".join(self.simulated.provider_ids),
             )
         await self.refresh()
+        from omniroute.routing.combos import log_shadowing
+
+        log_shadowing(self)  # SPEC §4: one line listing every combo that shadows a model id
+        if self.redis_state is not None:  # connect now: an unreachable Redis is reported at start
+            await self.redis_state.ready()
         self.usage = BatchWriter(self._write_usage, name="usage")
         self.usage.start()
         self.decision_writer = BatchWriter(self.store.save_decisions, name="decisions")
@@ -107,6 +118,8 @@ class Gateway:
         if self.decision_writer is not None:
             await self.decision_writer.stop()
         await self.client.close()
+        if self.redis_state is not None:
+            await self.redis_state.aclose()
         if self.simulated is not None:
             await self.simulated.stop()
         if self.store is not None:
@@ -135,7 +148,10 @@ class Gateway:
         self.keys_by_hash = {k["key_hash"]: k for k in await self.store.api_keys_for_auth()}
 
     async def state_ready(self) -> bool:
-        """Whether the routing-state store answers (OBS-4); the in-process backend always does."""
+        """Whether the routing-state store answers (OBS-4): Redis answers a PING and the state is not
+        degraded to local (STORE-2); the in-process backend always does."""
+        if self.redis_state is not None:
+            return await self.redis_state.ready()
         return True
 
     @property

@@ -1,4 +1,5 @@
-"""Routing state: the :class:`RoutingState` protocol, its records and the in-process backend (STORE-1/2).
+"""Routing state: the :class:`RoutingState` protocol, its records, the in-process backend (STORE-1) and
+the Redis backends shared by replicas (STORE-2).
 
 Importing this package has no side effects; backends are constructed by the application.
 """
@@ -19,6 +20,7 @@ from omniroute.state.records import (
     WindowStats,
     breaker_view,
 )
+from omniroute.state.redis import RedisRoutingState, ResilientRoutingState
 
 __all__ = [
     "BreakerRecord",
@@ -33,6 +35,8 @@ __all__ = [
     "ProbeVerdict",
     "QuotaDimension",
     "QuotaSnapshot",
+    "RedisRoutingState",
+    "ResilientRoutingState",
     "RoutingState",
     "SystemClock",
     "WindowStats",
