@@ -192,6 +192,7 @@ async def load_config_into_store(config: Config, store: Store) -> None:
                             ("priority", t.priority),
                             ("timeout_s", t.timeout_s),
                             ("tags", list(t.tags) or None),
+                            ("prompt", t.prompt),
                         )
                         if v is not None
                     }

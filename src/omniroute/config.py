@@ -257,6 +257,7 @@ class ComboTargetConfig:
     ``combo_ref`` (another combo's name). ``weight`` is 0–100 (weighted strategy), ``priority`` lower
     first, ``timeout_s`` the per-target timeout in seconds (``timeout_ms`` in the file is converted),
     ``tags`` for tag routing (COMBO-4). ``connection_id`` pins a connection (model steps only).
+    ``prompt`` is a pipeline step's prompt (≤ 20,000 characters, COMBO-6).
     """
 
     model: str | None = None
@@ -266,6 +267,7 @@ class ComboTargetConfig:
     priority: int | None = None
     timeout_s: float | None = None
     tags: tuple[str, ...] = ()
+    prompt: str | None = None
 
     @property
     def is_ref(self) -> bool:
@@ -669,6 +671,7 @@ class _Target(_Edge):
     timeout_s: _Float | None = Field(None, gt=0)
     timeout_ms: _Float | None = Field(None, gt=0)
     tags: list[str] | None = None
+    prompt: str | None = Field(None, max_length=20_000)  # pipeline step prompt (COMBO-6)
 
 
 class _ComboOptions(BaseModel):
@@ -951,6 +954,7 @@ def _convert_combo(i: int, c: _Combo, errors: list[tuple[str, str]]) -> ComboCon
                 priority=t.priority,
                 timeout_s=timeout_s,
                 tags=tuple(t.tags or ()),
+                prompt=t.prompt,
             )
         )
     options = c.config.model_dump(exclude_unset=True) if c.config else {}

@@ -32,6 +32,7 @@ argument fragment (the SPEC RESIL-9 commit point); the "preamble" is what comes 
 | ``fail-STATUS-retry-S`` | … with ``Retry-After: S`` |
 | ``fail-STATUS-times-K`` | fail only the first K calls for this exact model name, then behave normally (per-provider counter, cleared by `reset`); combines with ``-retry-S`` |
 | ``retry-S``, ``retry-ms-MS`` | add ``Retry-After: S`` / ``retry-after-ms: MS`` to ``fail-*`` replies |
+| ``answer-TEXT`` | answer TEXT instead of the default text (wins over ``echo:`` and the constructor's ``answer``); ``_`` is a space, ``%XX`` is decoded, so any text fits (``urllib.parse.quote(text, safe="")`` with ``_`` written ``%5F``) |
 | ``msg-TEXT`` | the message of ``fail-*`` replies and error events; ``_`` is a space, ``%XX`` is decoded (``msg-context_length_exceeded`` → "context length exceeded") |
 | ``ctx-N`` | a prompt over N tokens gets 400 in the format's context-window wording (see below) |
 | ``error-event`` | streaming: HTTP 200, then an error event first of all, then the stream ends |
@@ -467,6 +468,8 @@ class FakeProvider:
         text = self.answer if self.answer is not None else f"Hello from {self.name} ({prompt.model})."
         if "echo:" in prompt.last_user_text:
             text = prompt.last_user_text.split("echo:", 1)[1].strip()
+        if behaviour.answer is not None:
+            text = behaviour.answer
         calls: tuple[ToolCall, ...] = ()
         if behaviour.tool_calls:
             names = prompt.tool_names or (DEFAULT_TOOL_NAME,)

@@ -57,6 +57,7 @@ class Behaviour:
     context_limit: int | None = None
     stamp: bool = False
     reasoning: bool = False
+    answer: str | None = None
 
 
 _INT = r"(\d{1,9})"
@@ -110,6 +111,8 @@ def _parse_directive(directive: str) -> dict[str, Any]:
     if directive in _FLAG_DIRECTIVES:
         name, value = _FLAG_DIRECTIVES[directive]
         return {name: value}
+    if directive.startswith("answer-") and len(directive) > len("answer-"):
+        return {"answer": urllib.parse.unquote(directive[len("answer-") :].replace("_", " "))}
     if directive.startswith("msg-") and len(directive) > len("msg-"):
         return {"message": urllib.parse.unquote(directive[len("msg-") :].replace("_", " "))}
     if match := _FAIL.fullmatch(directive):
