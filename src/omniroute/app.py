@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 
 from omniroute.api import anthropic_surface, embeddings, gemini_surface, openai, responses_surface
 from omniroute.api.admin import build_admin_app
-from omniroute.api.asgi import Receive, Scope, Send, send_json
+from omniroute.api.asgi import Receive, Scope, Send
 from omniroute.config import Config
 from omniroute.gateway import Gateway
 
@@ -90,18 +90,3 @@ class OmniRouteApp:
 def create_app(config: Config | None = None) -> OmniRouteApp:
     """Build the ASGI app for ``config`` (defaults when ``None``)."""
     return OmniRouteApp(config or Config())
-
-
-async def not_found(scope: Scope, receive: Receive, send: Send) -> None:
-    await send_json(
-        send,
-        404,
-        {
-            "error": {
-                "message": f"No route {scope['path']}",
-                "type": "invalid_request_error",
-                "code": "not_found",
-                "param": None,
-            }
-        },
-    )

@@ -188,29 +188,30 @@ async def _send_stream(
     overhead = (time.perf_counter() - t0) * 1000 - upstream_ms
     headers = [*SSE_HEADERS, *encode_headers(routing_headers(req, decision, overhead, so.candidate))]
     error: UpstreamError | None = None
+    # Chunks whose successors are already in memory are joined into one write; whenever the next one
+    # would wait for the network, what we have goes out at once (PERF-4: never buffered).
+    ready = _ready_probe(so)
+    pending: list[bytes] = []
     try:
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         start = enc.start()
         if start:
-            await send({"type": "http.response.body", "body": start, "more_body": True})
-        # Chunks whose successors are already in memory are joined into one write; whenever the next
-        # one would wait for the network, what we have goes out at once (PERF-4: never buffered).
-        ready = _ready_probe(so)
-        pending: list[bytes] = []
+            pending.append(start)  # the first chunks are in memory: they go out with it
         async for ch in so.chunks():
             data = enc.chunk(ch)
             if data:
                 pending.append(data)
-                if not ready():
-                    body = pending[0] if len(pending) == 1 else b"".join(pending)
-                    pending.clear()
-                    await send({"type": "http.response.body", "body": body, "more_body": True})
+            if pending and not ready():
+                body = pending[0] if len(pending) == 1 else b"".join(pending)
+                pending.clear()
+                await send({"type": "http.response.body", "body": body, "more_body": True})
         pending.append(enc.end(so.final_usage(req.prompt_estimate)))
         await send({"type": "http.response.body", "body": b"".join(pending), "more_body": False})
     except UpstreamError as err:
         error = err
         with contextlib.suppress(Exception):
-            await send({"type": "http.response.body", "body": enc.error(err), "more_body": False})
+            pending.append(enc.error(err))
+            await send({"type": "http.response.body", "body": b"".join(pending), "more_body": False})
     await so.finalize(error)
     if error is not None:
         gw.remember(decision)

@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from omniroute.cli.combos import app as combos_app
 from omniroute.config import Config, ConfigError, load_config
 
 app = typer.Typer(help="OmniRoute: a self-hosted AI gateway.", no_args_is_help=True, add_completion=False)
@@ -20,6 +21,7 @@ keys_app = typer.Typer(help="Client API keys (API-8).", no_args_is_help=True)
 catalog_app = typer.Typer(help="The provider/model catalog (PROV-2).", no_args_is_help=True)
 app.add_typer(keys_app, name="keys")
 app.add_typer(catalog_app, name="catalog")
+app.add_typer(combos_app, name="combos")
 console = Console()
 err_console = Console(stderr=True)
 

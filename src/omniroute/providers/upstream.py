@@ -152,6 +152,8 @@ class UpstreamClient:
         self.timeouts = timeouts
         self._limit = limit
         self._session: aiohttp.ClientSession | None = None
+        # one immutable ClientTimeout per connect timeout, instead of one per request
+        self._connect_timeouts: dict[float, aiohttp.ClientTimeout] = {}
 
     def _ensure(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
@@ -173,7 +175,12 @@ class UpstreamClient:
         """
         t = timeouts or self.timeouts
         session = self._ensure()
-        ctimeout = aiohttp.ClientTimeout(total=None, sock_connect=t.connect_s, connect=t.connect_s)
+        ctimeout = self._connect_timeouts.get(t.connect_s)
+        if ctimeout is None:
+            if len(self._connect_timeouts) > 64:
+                self._connect_timeouts.clear()
+            ctimeout = aiohttp.ClientTimeout(total=None, sock_connect=t.connect_s, connect=t.connect_s)
+            self._connect_timeouts[t.connect_s] = ctimeout
         try:
             async with asyncio.timeout(t.ttft_s):
                 resp = await session.post(req.url, data=req.body, headers=req.headers, timeout=ctimeout)

@@ -1,93 +1,225 @@
-"""Combo plans: a persisted combo's targets → ordered candidates (COMBO-1, COMBO-3).
+"""Combo plans: a persisted combo → ordered candidates for the attempt loop (COMBO-1, COMBO-3,
+COMBO-4, SPEC §4).
 
-Nested ``combo_ref`` targets expand inline (depth ≤ 3, cycles skipped). The strategy registry orders
-the expanded targets; until a strategy is registered for a name, definition order is used.
+Steps, in order, for one request:
+
+1. expand the combo's targets (:mod:`omniroute.routing.combo_expand`: refs inline, depth ≤ 3,
+   cycles skipped; memoised per registry snapshot);
+2. tag routing (COMBO-4): request tags (``X-OmniRoute-Tags``) keep only targets with a connection
+   (or target) tag that matches; none match → all kept; removed ones are recorded;
+3. per-connection expansion when the strategy ranks accounts or ``connectionAwareExpansion`` is on;
+4. the strategy orders the targets (:mod:`omniroute.routing.strategies`);
+5. prompt-cache affinity (``promptCacheAffinityEnabled``, default on) reorders accounts;
+6. targets become candidates (one per connection, duplicates dropped); the ladder filters them in
+   the engine (RESIL-1…3, 8) and the exclusions land in the decision (RESIL-7 diagnostics).
+
+``maxRetries`` becomes the per-target transient retry budget (RESIL-6), ``maxAttempts`` the attempt
+cap; per-target ``timeout_s``/``timeout_ms`` (default ``targetTimeoutMs``) bound each attempt.
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from omniroute.errors import ExclusionRecord
+from omniroute.config import ROUTING_STRATEGY_VALUES, normalize_strategy
+from omniroute.resilience.filters import BreakerFilter, CooldownFilter, LadderContext, LockoutFilter
+from omniroute.routing.combo_expand import (
+    MAX_COMBO_DEPTH,
+    apply_tags,
+    combo_targets,
+    expand_targets,
+    per_connection,
+)
 from omniroute.routing.decision import Decision
-from omniroute.routing.resolve import Plan, PlanTarget
+from omniroute.routing.quota import StateQuotaProvider, parse_limits
+from omniroute.routing.registry import Registry
+from omniroute.routing.resolve import Plan
+from omniroute.routing.strategies import (
+    Availability,
+    ComboSettings,
+    ComboTarget,
+    StrategyContext,
+    StrategyState,
+    get_strategy,
+)
+from omniroute.routing.strategies.affinity import apply_cache_affinity
 from omniroute.values import Candidate, ChatRequest
 
 if TYPE_CHECKING:
     from omniroute.gateway import Gateway
     from omniroute.routing.plan import RunOptions
 
-MAX_COMBO_DEPTH = 3  # COMBO-1
+__all__ = [
+    "MAX_COMBO_DEPTH",
+    "STRATEGY_ALIASES",
+    "canonical_strategy",
+    "combo_limits",
+    "combo_targets",
+    "expand_targets",
+    "global_combo_defaults",
+    "log_shadowing",
+    "plan_combo",
+    "shadowed_model",
+    "shadowing_combos",
+]
+
+log = logging.getLogger("omniroute")
+
+STRATEGY_ALIASES: Mapping[str, str] = {
+    "usage": "least-used",
+    "context": "context-optimized",
+    "weekly-reset": "reset-window",
+    "reset-window-order": "reset-window",
+}
+"""Legacy strategy names accepted on input (reference §2.1 ``normalizeRoutingStrategy``)."""
+_CANONICAL = frozenset(ROUTING_STRATEGY_VALUES)
 
 
-def expand_targets(
-    gw: Gateway,
-    combo: dict[str, Any],
-    decision: Decision,
-    *,
-    depth: int = 0,
-    seen: frozenset[str] = frozenset(),
-) -> list[PlanTarget]:
-    """Flatten a combo's targets into concrete provider/model targets (combo refs inline)."""
-    reg = gw.registry
-    out: list[PlanTarget] = []
-    seen = seen | {combo["name"]}
-    for i, t in enumerate(combo.get("targets") or []):
-        ref = t.get("combo_ref")
-        if ref:
-            sub = reg.combos.get(ref)
-            if sub is None or ref in seen or depth + 1 > MAX_COMBO_DEPTH:
-                why = "unknown combo" if sub is None else ("cycle" if ref in seen else "depth > 3")
-                decision.exclusions.append(ExclusionRecord("combo", ref, f"combo_ref skipped: {why}"))
+def canonical_strategy(name: Any, *, strict: bool = False) -> str:
+    """The COMBO-3 name for ``name`` (any case, ``_``/space for ``-``, legacy aliases). Unknown names
+    raise ``ValueError`` listing the valid ones when ``strict``, else fall back to ``priority``."""
+    if name in _CANONICAL:
+        return str(name)
+    if isinstance(name, str) and name.strip():
+        raw = name.strip().lower()
+        raw = STRATEGY_ALIASES.get(raw, raw)
+        try:
+            return normalize_strategy(raw)
+        except ValueError:
+            if strict:
+                raise ValueError(
+                    f"unknown strategy {name!r}; valid: {', '.join(ROUTING_STRATEGY_VALUES)}"
+                ) from None
+    elif strict:
+        raise ValueError(f"strategy must be one of: {', '.join(ROUTING_STRATEGY_VALUES)}")
+    return "priority"
+
+
+def global_combo_defaults(gw: Gateway) -> Mapping[str, Any]:
+    """Gateway-wide combo option defaults (the middle level of the COMBO-4 cascade): the config's
+    ``combo_defaults`` map when the config has one, else empty."""
+    raw = getattr(gw.config, "combo_defaults", None)
+    return raw if isinstance(raw, Mapping) else {}
+
+
+def _availability(gw: Gateway, now: float) -> Availability:
+    """Tiers 1–3 of the ladder, read-only (no probe claims): which targets the engine would filter
+    entirely right now, with the first reason (weighted, round-robin, context-relay read it)."""
+    res = gw.resilience
+    filters = (BreakerFilter(res.breaker), CooldownFilter(res.cooldown), LockoutFilter(res.lockout))
+
+    async def unavailable(targets: Sequence[ComboTarget]) -> dict[int, str]:
+        survivors = [c for t in targets for c in t.candidates()]
+        reasons: dict[str, str] = {}
+        ctx = LadderContext(now=now)
+        for flt in filters:
+            if not survivors:
+                break
+            result = await flt(survivors, ctx)
+            survivors = result.survivors
+            for e in result.exclusions:
+                reasons.setdefault(f"{e.provider}/{e.model}@{e.connection}", e.reason)
+        alive = {c.key for c in survivors}
+        out: dict[int, str] = {}
+        for t in targets:
+            keys = [c.key for c in t.candidates()]
+            if keys and not any(k in alive for k in keys):
+                out[t.index] = reasons.get(keys[0], "unavailable")
+        return out
+
+    return unavailable
+
+
+def _flatten(
+    ordered: Sequence[ComboTarget], decision: Decision
+) -> tuple[list[Candidate], dict[str, ComboTarget]]:
+    out: list[Candidate] = []
+    owner: dict[str, ComboTarget] = {}
+    for t in ordered:
+        for c in t.candidates():
+            if c.key in owner:
                 continue
-            out.extend(expand_targets(gw, sub, decision, depth=depth + 1, seen=seen))
-            continue
-        model = str(t.get("model") or "")
-        if "/" not in model:
-            decision.exclusions.append(ExclusionRecord("?", model, "target is not provider/model"))
-            continue
-        prefix, rest = model.split("/", 1)
-        provider = reg.catalog.provider(prefix)
-        if provider is None:
-            decision.exclusions.append(ExclusionRecord(prefix, rest, "unknown provider"))
-            continue
-        timeout_s = t.get("timeout_s")
-        if timeout_s is None and t.get("timeout_ms") is not None:
-            timeout_s = float(t["timeout_ms"]) / 1000
-        out.append(
-            PlanTarget(
-                provider,
-                reg.model_info(provider, rest),
-                connection_id=t.get("connection_id"),
-                weight=float(t.get("weight") or 0),
-                timeout_s=timeout_s,
-                step=i,
-            )
-        )
-    return out
+            owner[c.key] = t
+            out.append(c)
+    decision.candidates.extend(
+        {"provider": c.provider.id, "model": c.model.id, "connection": c.connection.id, "step": c.step}
+        for c in out
+    )
+    return out, owner
 
 
 async def plan_combo(
     gw: Gateway, plan: Plan, req: ChatRequest, decision: Decision
 ) -> tuple[list[Candidate], RunOptions]:
-    """Candidates for a combo plan in the combo strategy's order (COMBO-3)."""
+    """Candidates for a combo plan in its strategy's order, and the attempt-loop options (COMBO-3,
+    COMBO-4; see the module docstring). A context-relay handoff rewrites ``req.body`` in place."""
     from omniroute.routing.plan import RunOptions
 
     combo = plan.combo or {}
-    decision.combo = combo.get("name")
-    decision.strategy = str(combo.get("strategy") or "priority")
-    targets = expand_targets(gw, combo, decision)
-    cfg = combo.get("config") or {}
-    max_retries = cfg.get("maxRetries")
-    return gw.planner.expand(targets, decision), RunOptions(
-        per_target=int(max_retries) if max_retries is not None else None
+    name = str(combo.get("name") or plan.requested)
+    strategy_name = canonical_strategy(combo.get("strategy"))
+    decision.combo = name
+    decision.strategy = strategy_name
+    settings = ComboSettings(combo.get("config") or {}, global_combo_defaults(gw))
+    notes: list[str] = []
+    targets = combo_targets(gw, combo, decision)
+    targets, tag_note = apply_tags(targets, req.tags, str(settings.get("tagMatchMode", "any")), decision)
+    if tag_note:
+        notes.append(tag_note)
+    try:
+        strategy = get_strategy(strategy_name)
+    except KeyError:
+        strategy = get_strategy("priority")
+    if strategy.expands_connections or settings.bool_("connectionAwareExpansion"):
+        targets = per_connection(targets)
+    now = gw.resilience.clock.time()
+    quota = StateQuotaProvider(gw.state, parse_limits(settings.get("connectionLimits")))
+    state = StrategyState(gw.state, name, quota)
+    ctx = StrategyContext(
+        combo=name,
+        strategy=strategy_name,
+        settings=settings,
+        targets=tuple(targets),
+        request=req,
+        state=state,
+        now=now,
+        availability=_availability(gw, now),
+    )
+    ordering = await strategy.order(ctx)
+    if ordering.body is not None:
+        req.body, req.native, req.raw_body = ordering.body, None, None
+    ordered = ordering.targets
+    if strategy_name != "cache-optimized" and settings.bool_("promptCacheAffinityEnabled", True):
+        ordered, moved = apply_cache_affinity(ordered, req, protect_first=strategy.protects_first)
+        if moved:
+            notes.append("prompt-cache affinity reordered accounts")
+    candidates, owner = _flatten(ordered, decision)
+    decision.reason = "; ".join([ordering.reason, *notes]) if ordering.reason else "; ".join(notes)
+    hook = ordering.on_success
+
+    async def on_success(cand: Candidate) -> None:
+        await state.note_served(cand.connection.id, gw.resilience.clock.time())
+        target = owner.get(cand.key)
+        if hook is not None and target is not None:
+            await hook(target, cand)
+
+    max_retries = settings.get("maxRetries")
+    max_attempts = settings.get("maxAttempts")
+    return candidates, RunOptions(
+        per_target=int(max_retries) if isinstance(max_retries, int | float) else None,
+        max_attempts=int(max_attempts)
+        if isinstance(max_attempts, int | float) and max_attempts >= 1
+        else None,
+        on_success=on_success,
     )
 
 
 def combo_limits(gw: Gateway, combo: dict[str, Any]) -> tuple[int, int]:
     """``(context_length, max_output_tokens)`` = MAX over the combo's expanded targets (API-2); a combo
     whose targets have no catalog data reports the largest window among connected models, never 0."""
-    targets = expand_targets(gw, combo, Decision(request_id="", requested_model=combo.get("name", "")))
+    targets = combo_targets(gw, combo, Decision(request_id="", requested_model=str(combo.get("name", ""))))
     ctx = max((t.model.context_window for t in targets), default=0)
     mo = max((t.model.max_output_tokens for t in targets), default=0)
     if not ctx or not mo:
@@ -95,3 +227,42 @@ def combo_limits(gw: Gateway, combo: dict[str, Any]) -> tuple[int, int]:
         ctx = ctx or max((m.context_window for m in known), default=0) or 4096
         mo = mo or max((m.max_output_tokens for m in known), default=0) or 4096
     return ctx, mo
+
+
+def shadowed_model(reg: Registry, name: str) -> tuple[str, str] | None:
+    """``(model_id, provider_id)`` of the catalog model whose id (bare or ``provider/model``) equals
+    the combo ``name`` (SPEC §4 shadowing), preferring a connected provider; else ``None``."""
+    cat = reg.catalog
+    if "/" in name:
+        prefix, rest = name.split("/", 1)
+        p = cat.provider(prefix)
+        m = p.model(rest) if p is not None else None
+        if p is not None and m is not None:
+            return m.id, p.id
+    serving = cat.providers_serving(name)
+    if not serving:
+        return None
+    best = next((p for p in serving if reg.is_connected(p.id)), serving[0])
+    m = best.model(name)
+    return (m.id if m is not None else name), best.id
+
+
+def shadowing_combos(reg: Registry) -> list[dict[str, str]]:
+    """Every enabled combo whose name shadows a catalog model: ``[{combo, modelId, providerId}]``."""
+    out: list[dict[str, str]] = []
+    for name in reg.combos:
+        hit = shadowed_model(reg, name)
+        if hit is not None:
+            out.append({"combo": name, "modelId": hit[0], "providerId": hit[1]})
+    return out
+
+
+def log_shadowing(gw: Gateway) -> None:
+    """The start-up log line listing every shadowing combo (SPEC §4); silent when there is none."""
+    hits = shadowing_combos(gw.registry)
+    if hits:
+        log.warning(
+            "COMBO_NAME_SHADOWS_MODEL: %d combo(s) shadow a model id on purpose: %s",
+            len(hits),
+            ", ".join(f"{h['combo']} (shadows {h['providerId']}/{h['modelId']})" for h in hits),
+        )

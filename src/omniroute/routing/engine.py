@@ -19,13 +19,11 @@ from typing import Any
 
 from omniroute.errors import (
     AttemptRecord,
-    ClientDisconnected,
     ConnectionFailed,
     ContextOverflow,
     Diagnostics,
     ExclusionRecord,
     ExhaustedError,
-    GatewayError,
     Overloaded,
     RateLimited,
     ServerError,
@@ -495,9 +493,4 @@ async def _call_hook(hook: Callable[[Candidate], Any] | None, cand: Candidate) -
             await res
 
 
-def error_is_client_visible(err: GatewayError) -> bool:
-    """True for errors whose upstream message is shown to the client unchanged (RESIL-5)."""
-    return isinstance(err, UpstreamError) and not err.retryable
-
-
-__all__ = ["ClientDisconnected", "Engine", "Outcome", "RetrySettings", "StreamOutcome", "is_content_chunk"]
+__all__ = ["Engine", "Outcome", "RetrySettings", "StreamOutcome", "is_content_chunk"]

@@ -40,7 +40,11 @@ class Planner:
         self, plan: Plan, req: ChatRequest, decision: Decision
     ) -> tuple[list[Candidate], RunOptions]:
         """Ordered candidates for ``plan`` and the options for the attempt loop."""
-        if plan.kind in ("combo", "auto"):
+        if plan.kind == "auto":
+            from omniroute.routing.auto import plan_auto
+
+            return await plan_auto(self.gw, plan, req, decision)
+        if plan.kind == "combo":
             from omniroute.routing.combos import plan_combo
 
             return await plan_combo(self.gw, plan, req, decision)

@@ -36,6 +36,8 @@ class Registry:
     combos_lower: dict[str, str] = field(default_factory=dict)
     mappings: list[dict[str, Any]] = field(default_factory=list)
     version: int = 0
+    # Read models derived from this snapshot (e.g. expanded combo targets), dropped with it.
+    memo: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @staticmethod
     def build(

@@ -13,7 +13,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from omniroute.api.admin import core
+from omniroute.api.admin import auto, combos, core, resilience
 from omniroute.errors import GatewayError, InvalidRequest
 from omniroute.gateway import Gateway
 
@@ -75,11 +75,6 @@ def build_admin_app(gw: Gateway) -> FastAPI:
         )
 
     app.state.gateway = gw
-    app.include_router(core.router)
-    for name in ("resilience", "combos", "auto"):
-        try:
-            mod = __import__(f"omniroute.api.admin.{name}", fromlist=["router"])
-        except ImportError:
-            continue
-        app.include_router(mod.router)
+    for module in (core, resilience, combos, auto):
+        app.include_router(module.router)
     return app

@@ -213,7 +213,7 @@ async def create_combo(body: ComboIn, gw: Admin) -> dict[str, Any]:
     return _with_warnings(gw, row, warnings, named=True)
 
 
-@router.get("/api/combos/{combo_id}")
+@router.get("/api/combos/{combo_id:path}")
 async def get_combo(combo_id: str, gw: Admin) -> dict[str, Any]:
     """One combo by id or name."""
     row = await _store(gw).get_combo(combo_id)
@@ -222,7 +222,7 @@ async def get_combo(combo_id: str, gw: Admin) -> dict[str, Any]:
     return row
 
 
-@router.put("/api/combos/{combo_id}")
+@router.put("/api/combos/{combo_id:path}")
 async def update_combo(combo_id: str, body: ComboPatch, gw: Admin) -> dict[str, Any]:
     """Change a combo's fields; the whole result is validated as on create."""
     store = _store(gw)
@@ -241,7 +241,7 @@ async def update_combo(combo_id: str, body: ComboPatch, gw: Admin) -> dict[str, 
     return _with_warnings(gw, updated, warnings, named=fields["name"] != row["name"])
 
 
-@router.delete("/api/combos/{combo_id}")
+@router.delete("/api/combos/{combo_id:path}")
 async def delete_combo(combo_id: str, gw: Admin) -> dict[str, Any]:
     """Delete a combo and its mappings. Combos that referenced it are listed in ``warnings`` (their
     ``combo_ref`` is skipped from now on)."""

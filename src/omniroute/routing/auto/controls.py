@@ -1,0 +1,163 @@
+"""Per-request controls of auto routes (AUTO-7): mode, budget cap and fallback, adaptive effort, seed.
+
+Headers (auto routes only, one request only; seed 001 "Per-Request Controls"):
+
+- ``X-OmniRoute-Mode``: a mode alias or pack name (:data:`~omniroute.routing.auto.packs.MODE_ALIASES`);
+  ``balanced``/``default`` force the default weights; unknown values are ignored.
+- ``X-OmniRoute-Budget``: a finite number > 0, USD per request, compared with each candidate's
+  estimated cost (:func:`estimated_cost_usd`); anything else is ignored.
+- ``X-OmniRoute-Budget-Fallback``: ``cheapest``/``cheapest-viable``/``soft`` → serve the cheapest
+  anyway; ``strict``/``block``/``hard`` → HTTP 402 (:func:`budget_error`); unknown ignored.
+- ``X-OmniRoute-Effort: auto``: when the body has no reasoning field, resolve ``reasoning_effort``
+  low/medium/high from the current turn's shape (:func:`resolve_effort`).
+- ``X-OmniRoute-Seed``: seeds the request's random draws (exploration), for tests and the simulator.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from omniroute.errors import BudgetExceeded
+from omniroute.routing.auto.packs import resolve_mode
+from omniroute.values import ModelInfo
+
+__all__ = [
+    "BUDGET_CHEAPEST",
+    "BUDGET_STRICT",
+    "DEFAULT_OUTPUT_TOKENS",
+    "RequestControls",
+    "budget_error",
+    "estimated_cost_usd",
+    "parse_budget_fallback",
+    "parse_controls",
+    "resolve_effort",
+]
+
+BUDGET_CHEAPEST: Final = "cheapest"
+BUDGET_STRICT: Final = "strict"
+_FALLBACKS: Final = {
+    "cheapest": BUDGET_CHEAPEST,
+    "cheapest-viable": BUDGET_CHEAPEST,
+    "soft": BUDGET_CHEAPEST,
+    "strict": BUDGET_STRICT,
+    "block": BUDGET_STRICT,
+    "hard": BUDGET_STRICT,
+}
+DEFAULT_OUTPUT_TOKENS: Final = 1000
+"""Output tokens assumed for the cost estimate when the request sets no ``max_tokens`` (about the
+"cost per 1000 tokens" of reference §3.9)."""
+
+_REASONING_FIELDS: Final = ("reasoning_effort", "reasoning", "thinking")
+
+
+@dataclass(frozen=True, slots=True)
+class RequestControls:
+    """Parsed AUTO-7 headers: ``mode`` a pack name or ``"default"`` (``None`` = not given);
+    ``budget_usd`` the cap in USD per request; ``budget_fallback`` ``cheapest``/``strict``;
+    ``effort`` ``"auto"`` or ``None``; ``seed`` the random seed text or ``None``."""
+
+    mode: str | None = None
+    budget_usd: float | None = None
+    budget_fallback: str | None = None
+    effort: str | None = None
+    seed: str | None = None
+
+
+def parse_budget_fallback(value: Any) -> str | None:
+    """A fallback name or alias → ``cheapest``/``strict``; ``None`` when unknown."""
+    return _FALLBACKS.get(str(value).strip().lower()) if value is not None else None
+
+
+def _budget(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        v = float(value)
+    except ValueError:
+        return None
+    return v if math.isfinite(v) and v > 0 else None
+
+
+def parse_controls(headers: Mapping[str, str]) -> RequestControls:
+    """Read the AUTO-7 headers (lower-case names) of one request; invalid values are ignored."""
+    effort = headers.get("x-omniroute-effort", "").strip().lower()
+    return RequestControls(
+        mode=resolve_mode(headers.get("x-omniroute-mode")),
+        budget_usd=_budget(headers.get("x-omniroute-budget")),
+        budget_fallback=parse_budget_fallback(headers.get("x-omniroute-budget-fallback")),
+        effort="auto" if effort == "auto" else None,
+        seed=headers.get("x-omniroute-seed") or None,
+    )
+
+
+def output_tokens(body: Mapping[str, Any]) -> int:
+    """Output tokens for the estimate: ``max_completion_tokens``/``max_tokens``, else the default."""
+    for k in ("max_completion_tokens", "max_tokens"):
+        v = body.get(k)
+        if isinstance(v, int) and v > 0:
+            return v
+    return DEFAULT_OUTPUT_TOKENS
+
+
+def estimated_cost_usd(model: ModelInfo, prompt_tokens: int, out_tokens: int) -> float | None:
+    """Estimated USD of one request on ``model`` (prices USD per 1M tokens); ``None`` when a price is
+    unknown (such a candidate never fits a budget cap)."""
+    if model.input_price is None or model.output_price is None:
+        return None
+    return (prompt_tokens * model.input_price + out_tokens * model.output_price) / 1_000_000
+
+
+def budget_error(cap: float, cheapest: float | None) -> BudgetExceeded:
+    """402 for ``strict`` when no candidate fits the cap (AUTO-7), naming the cap and the cheapest
+    candidate's estimated cost."""
+    tail = (
+        f"the cheapest candidate's estimated cost is ${cheapest:.6f}"
+        if cheapest is not None
+        else "no candidate has known prices"
+    )
+    return BudgetExceeded(
+        f"No candidate fits within the budget cap of ${cap:.6f} per request (X-OmniRoute-Budget); {tail}.",
+        param="X-OmniRoute-Budget",
+    )
+
+
+def _chars(content: Any) -> int:
+    if isinstance(content, str):
+        return len(content)
+    if isinstance(content, list):
+        return sum(len(str(p.get("text") or "")) for p in content if isinstance(p, dict))
+    return 0
+
+
+def resolve_effort(body: Mapping[str, Any]) -> str | None:
+    """``low``/``medium``/``high`` from the current turn's shape, or ``None`` when the body already
+    carries a reasoning field (an explicit client choice always wins; AUTO-7).
+
+    Only what comes up to the last user message counts, so every request of one tool loop resolves to
+    the same level: high when the last user message is ≥ 2,000 characters, the context up to it is
+    ≥ 32,000 characters, or ≥ 4 earlier tool results; low when the last user message is < 200
+    characters, the context < 4,000 and there are no earlier tool results; medium otherwise.
+    """
+    if any(body.get(f) is not None for f in _REASONING_FIELDS):
+        return None
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        return None
+    last_user = -1
+    for i, m in enumerate(messages):
+        if isinstance(m, dict) and m.get("role") == "user":
+            last_user = i
+    if last_user < 0:
+        return None
+    turn = messages[: last_user + 1]
+    context = sum(_chars(m.get("content")) for m in turn if isinstance(m, dict))
+    tools = sum(1 for m in turn if isinstance(m, dict) and m.get("role") == "tool")
+    last = _chars(messages[last_user].get("content"))
+    if last >= 2000 or context >= 32_000 or tools >= 4:
+        return "high"
+    if last < 200 and context < 4000 and tools == 0:
+        return "low"
+    return "medium"

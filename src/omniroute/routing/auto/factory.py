@@ -1,0 +1,162 @@
+"""The virtual factory: an auto channel's candidate pool, rebuilt per request (AUTO-2).
+
+Zero-config channels (:func:`virtual_pool`): one candidate per active connection with a usable
+credential — a non-empty API key, or an OAuth access token that has not expired — with model =
+the connection's default model, else its provider's first catalog model (reference §3.4). Nothing
+is persisted, so a new or recovered connection joins on the next request. Persisted ``strategy:
+"auto"`` combos (:func:`combo_pool`) expand their targets per connection (or use the virtual pool
+when they have none) and keep only ``config.auto.candidatePool`` providers when that list is set.
+
+Then :func:`filter_variant` applies an id's capability / model-tier filter and
+:func:`key_exclusions` this API key's exclusions from the store (``auto_exclusions``), cached in
+:class:`~omniroute.state.base.RoutingState` for :data:`EXCLUSIONS_TTL_S`; both are fail-open (no
+match, or a store error, leaves the pool as it was).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+from omniroute.routing.auto.variants import AutoVariant
+from omniroute.routing.decision import Decision
+from omniroute.routing.registry import Registry
+from omniroute.values import Candidate, Connection, ModelInfo, ProviderInfo
+
+if TYPE_CHECKING:
+    from omniroute.gateway import Gateway
+
+__all__ = [
+    "EXCLUSIONS_TTL_S",
+    "combo_pool",
+    "filter_variant",
+    "key_exclusions",
+    "set_exclusion",
+    "usable_credential",
+    "virtual_pool",
+]
+
+log = logging.getLogger("omniroute.auto")
+
+EXCLUSIONS_TTL_S: Final = 60.0
+"""How long a key's exclusions are cached in routing state (s); edits invalidate at once."""
+
+
+def usable_credential(conn: Connection, now: float) -> bool:
+    """An active connection with a non-empty API key or an unexpired OAuth token (AUTO-2)."""
+    if not conn.is_active:
+        return False
+    if conn.auth_type == "api_key":
+        return bool(conn.api_key)
+    if not conn.access_token:
+        return False
+    return conn.expires_at is None or conn.expires_at > now
+
+
+def _model_for(reg: Registry, provider: ProviderInfo, conn: Connection) -> ModelInfo | None:
+    if conn.default_model:
+        return reg.model_info(provider, conn.default_model)
+    return provider.models[0] if provider.models else None
+
+
+def virtual_pool(reg: Registry, now: float) -> list[Candidate]:
+    """One candidate per usable connection, in catalog then connection-priority order (AUTO-2)."""
+    out: list[Candidate] = []
+    for provider_id, conns in reg.connections.items():
+        provider = reg.catalog.provider(provider_id)
+        if provider is None:
+            continue
+        for conn in conns:
+            if not usable_credential(conn, now):
+                continue
+            model = _model_for(reg, provider, conn)
+            if model is not None:
+                out.append(Candidate(provider, conn, model))
+    return out
+
+
+def combo_pool(gw: Gateway, combo: Mapping[str, Any], decision: Decision, now: float) -> list[Candidate]:
+    """The pool of a persisted ``strategy: "auto"`` combo (AUTO-2): its targets expanded to one
+    candidate per usable connection (a pinned ``connection_id`` stays pinned), or the virtual pool
+    when it has no targets; then ``config.auto.candidatePool`` (provider ids or ``provider/model``)
+    when non-empty, fail-open."""
+    from omniroute.routing.combos import expand_targets
+
+    reg = gw.registry
+    pool: list[Candidate] = []
+    if combo.get("targets"):
+        for t in expand_targets(gw, dict(combo), decision):
+            for conn in reg.connections.get(t.provider.id, ()):
+                if t.connection_id is not None and conn.id != t.connection_id:
+                    continue
+                if usable_credential(conn, now):
+                    pool.append(Candidate(t.provider, conn, t.model, timeout_s=t.timeout_s, step=t.step))
+    else:
+        pool = virtual_pool(reg, now)
+    allowed = set(auto_config(combo).get("candidatePool") or ())
+    if allowed:
+        kept = [c for c in pool if c.provider.id in allowed or c.model_str in allowed]
+        if kept:
+            pool = kept
+    return pool
+
+
+def auto_config(combo: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A persisted auto combo's options: ``config`` merged with ``config.auto`` / ``autoConfig``
+    (the nested maps win), as one flat dict (reference §3.1)."""
+    if not combo:
+        return {}
+    cfg = dict(combo.get("config") or {})
+    for nested in ("auto", "autoConfig"):
+        sub = cfg.get(nested)
+        if isinstance(sub, Mapping):
+            cfg.update(sub)
+    return cfg
+
+
+def filter_variant(pool: Sequence[Candidate], variant: AutoVariant) -> tuple[list[Candidate], str | None]:
+    """Keep candidates with the variant's capabilities and model tier (AUTO-1); a filter that matches
+    nothing keeps the full pool (fail-open). Returns the pool and a note for the decision."""
+    if not variant.filters:
+        return list(pool), None
+    caps, tier = variant.capabilities, variant.model_tier
+    kept = [c for c in pool if caps <= c.model.capabilities and (tier is None or c.model.tier == tier)]
+    what = "+".join(sorted(caps) + ([f"tier={tier}"] if tier else []))
+    if not kept:
+        return list(pool), f"filter {what} matched nothing: full pool (fail-open)"
+    return kept, f"filter {what}: {len(kept)} of {len(pool)}"
+
+
+def _cache_key(api_key_id: str | None, channel: str) -> str:
+    return f"auto:excl:{api_key_id or ''}:{channel}"
+
+
+async def key_exclusions(gw: Gateway, api_key_id: str | None, channel: str) -> set[str]:
+    """Candidate keys this API key excluded from ``channel``; empty on any error (fail-open)."""
+    key = _cache_key(api_key_id, channel)
+    try:
+        cached = await gw.state.get_json(key)
+        if isinstance(cached, list):
+            return set(cached)
+        if gw.store is None:
+            return set()
+        found = await gw.store.list_exclusions(api_key_id, channel)
+        await gw.state.set_json(key, sorted(found), ttl_s=EXCLUSIONS_TTL_S)
+        return found
+    except Exception:  # fail-open (AUTO-2): routing never breaks on the exclusion lookup
+        log.warning("auto exclusions lookup failed for channel %s; not filtering", channel, exc_info=True)
+        return set()
+
+
+async def set_exclusion(
+    gw: Gateway, api_key_id: str | None, channel: str, candidate_keys: Iterable[str], excluded: bool
+) -> None:
+    """Exclude (or re-include) candidates for this key and channel, then drop the cached list."""
+    assert gw.store is not None
+    for ck in candidate_keys:
+        if excluded:
+            await gw.store.add_exclusion(api_key_id, channel, ck)
+        else:
+            await gw.store.remove_exclusion(api_key_id, channel, ck)
+    await gw.state.delete_record(_cache_key(api_key_id, channel))

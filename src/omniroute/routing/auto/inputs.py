@@ -1,0 +1,249 @@
+"""Measure a pool: each candidate's scoring inputs from the catalog and routing state (AUTO-3).
+
+Sources, per candidate (SPEC AUTO-3; cold-start numbers from reference §3.6):
+
+- cost: catalog blended price (.6·input + .4·output, USD per 1M tokens), ``None`` when unknown.
+- p95 / stddev (ms): the live window (:meth:`RoutingState.get_window_stats`) once it holds
+  :data:`MIN_LIVE_SAMPLES`; before that the bootstrap table :data:`BOOTSTRAP_P95_MS` (else 1500 ms)
+  and stddev ``max(10, .1·p95)``; measured stddev is floored at 10 ms.
+- error rate: the live window, else the 24 h usage log (≥ 10 samples), else 0.05.
+- breaker state (health), in-flight count (connectionDensity = 1/(1+in-flight)), quota snapshot
+  (quota = remaining fraction, 1.0 unknown; resetWindowAffinity = 1 − time-to-reset/5 h, .5 unknown).
+- reliability = 1 − failure rate over 24 h with ≥ 10 samples, else the live window, else 1.0. The
+  24 h aggregate comes from :meth:`Store.usage_stats`, cached in routing state for
+  :data:`RELIABILITY_TTL_S` and refreshed by the first request that finds it missing.
+- quality: mean feedback score (:func:`record_feedback`), .5 with no observations.
+- tiers, session, context and cache affinities as documented in :func:`measure`.
+"""
+
+from __future__ import annotations
+
+import logging
+import zlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+from omniroute.routing.auto import scoring as s
+from omniroute.routing.auto.fitness import task_fitness
+from omniroute.state.base import RoutingState
+from omniroute.state.records import breaker_view
+from omniroute.values import Candidate
+
+if TYPE_CHECKING:
+    from omniroute.gateway import Gateway
+
+__all__ = [
+    "BOOTSTRAP_P95_MS",
+    "DEFAULT_ERROR_RATE",
+    "DEFAULT_P95_MS",
+    "MIN_HISTORY_SAMPLES",
+    "MIN_LIVE_SAMPLES",
+    "RELIABILITY_TTL_S",
+    "MeasureHints",
+    "measure",
+    "record_feedback",
+    "reliability_stats",
+]
+
+log = logging.getLogger("omniroute.auto")
+
+BOOTSTRAP_P95_MS: Final[Mapping[str, float]] = {
+    "grok-4-fast-non-reasoning": 1143.0,
+    "grok-4-1-fast-non-reasoning": 1244.0,
+    "gemini-2.5-flash": 1238.0,
+    "kimi-k2.5": 1646.0,
+    "gpt-4o-mini": 2764.0,
+    "claude-sonnet-4.6": 4000.0,
+    "claude-opus-4.6": 6000.0,
+    "deepseek-chat": 2000.0,
+}
+DEFAULT_P95_MS: Final = 1500.0
+DEFAULT_ERROR_RATE: Final = 0.05
+MIN_LIVE_SAMPLES: Final = 3
+MIN_HISTORY_SAMPLES: Final = 10
+MIN_STDDEV_MS: Final = 10.0
+RELIABILITY_TTL_S: Final = 300.0
+RESET_HORIZON_S: Final = 5 * 3600.0
+OAUTH_FULL_VALIDITY_S: Final = 3600.0
+_TIER_ORDER: Final = {"free": 0, "standard": 1, "premium": 2}
+_REL_KEY: Final = "auto:rel24"
+
+
+@dataclass(frozen=True, slots=True)
+class MeasureHints:
+    """Per-request hints: ``task`` type; ``session_connection`` the connection that served this
+    session last (``None`` = no session record); ``tier_hint`` (``free``/``standard``/``premium``)
+    and ``specificity`` (0–100) for tierAffinity/specificityMatch; ``cache_key`` for cacheAffinity."""
+
+    task: str = "default"
+    session_connection: str | None = None
+    tier_hint: str | None = None
+    specificity: float | None = None
+    cache_key: str | None = None
+
+
+def tier_affinity(model_tier: str, hint: str | None) -> float:
+    """.5 without a hint; same tier 1.0, one step away .7, else .3 (reference §3.7)."""
+    if hint is None:
+        return 0.5
+    a, b = _TIER_ORDER.get(model_tier), _TIER_ORDER.get(hint)
+    if a is None or b is None:
+        return 0.5
+    return (1.0, 0.7, 0.3)[min(2, abs(a - b))]
+
+
+def specificity_match(model_tier: str, score: float | None) -> float:
+    """.5 without a hint; free ≤15 → .9 else .2; standard 15–50 → .9 else .4; premium >50 → .9 else .3."""
+    if score is None:
+        return 0.5
+    if model_tier == "free":
+        return 0.9 if score <= 15 else 0.2
+    if model_tier == "premium":
+        return 0.9 if score > 50 else 0.3
+    return 0.9 if 15 < score <= 50 else 0.4
+
+
+def _session_availability(cand: Candidate, now: float) -> float:
+    conn = cand.connection
+    if conn.auth_type == "api_key" or conn.expires_at is None:
+        return 1.0
+    return max(0.0, min(1.0, (conn.expires_at - now) / OAUTH_FULL_VALIDITY_S))
+
+
+async def reliability_stats(gw: Gateway, now: float) -> dict[str, list[int]]:
+    """``{candidate key: [requests, failures]}`` over the last 24 h (OBS-1), cached in routing state;
+    a missing cache is rebuilt by one request (a 30 s lock record), others read nothing meanwhile."""
+    state = gw.state
+    try:
+        data = await state.get_json(_REL_KEY)
+        if isinstance(data, dict):
+            return data
+        if gw.store is None or await state.get_record(_REL_KEY + ":lock") is not None:
+            return {}
+        await state.set_record(_REL_KEY + ":lock", "1", ttl_s=30.0)
+        stats = await gw.store.usage_stats(now - 86_400)
+        fresh = {k: [int(v["requests"]), int(v["failures"])] for k, v in stats.items()}
+        await state.set_json(_REL_KEY, fresh, ttl_s=RELIABILITY_TTL_S)
+        return fresh
+    except Exception:  # the 24 h view is an input, never a reason to fail a request
+        log.warning("24 h reliability stats unavailable", exc_info=True)
+        return {}
+
+
+async def record_feedback(state: RoutingState, key: str, score: float) -> None:
+    """Add one quality observation in [0, 1] for candidate ``key`` (AUTO-3 ``quality``)."""
+    v = max(0.0, min(1.0, float(score)))
+    await state.incr_counter(f"auto:q:sum:{key}", round(v * 1000))
+    await state.incr_counter(f"auto:q:cnt:{key}")
+    await state.incr_counter("auto:q:n")
+
+
+async def _quality(state: RoutingState, keys: Sequence[str]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for k in keys:
+        n = await state.get_counter(f"auto:q:cnt:{k}")
+        if n:
+            out[k] = await state.get_counter(f"auto:q:sum:{k}") / 1000 / n
+    return out
+
+
+async def measure(
+    gw: Gateway, pool: Sequence[Candidate], hints: MeasureHints, now: float
+) -> list[s.CandidateInputs]:
+    """Scoring inputs for every candidate of ``pool`` with the absolute factors filled in
+    (relative ones by :func:`~omniroute.routing.auto.scoring.score_pool`). One state read per kind
+    (plus one quota read per connection); per-provider and per-connection values computed once."""
+    state = gw.state
+    keys = [c.key for c in pool]
+    records = await state.get_breakers({c.provider.id for c in pool})
+    breaker = {pid: breaker_view(rec, now).value for pid, rec in records.items()}
+    windows = await state.get_window_stats(keys)
+    conns = {c.connection.id: c for c in pool}
+    inflight = await state.get_inflight(conns)
+    per_conn: dict[str, tuple[float, float, float, float, float, float]] = {}
+    for cid, c in conns.items():
+        q = await state.get_quota(cid)
+        reset = 0.5 if q is None or q.reset_at is None else 1.0 - (q.reset_at - now) / RESET_HORIZON_S
+        per_conn[cid] = (
+            q.remaining_fraction if q is not None else 1.0,
+            max(0.0, min(1.0, reset)),
+            1.0 / (1.0 + inflight.get(cid, 0)),
+            _session_availability(c, now),
+            s.TIER_PRIORITY.get(c.connection.account_tier, 0.33),
+            0.5 if hints.session_connection is None else (1.0 if cid == hints.session_connection else 0.1),
+        )
+    history = await reliability_stats(gw, now)
+    quality = await _quality(state, keys) if await state.get_counter("auto:q:n") else {}
+    cache_winner = _rendezvous(keys, hints.cache_key)
+    task, tier_hint, specificity = hints.task, hints.tier_hint, hints.specificity
+    out: list[s.CandidateInputs] = []
+    for c, key in zip(pool, keys, strict=True):
+        model = c.model
+        w = windows.get(key)
+        wn = w.count if w is not None else 0
+        live = w is not None and wn >= MIN_LIVE_SAMPLES and w.p95_ms is not None
+        if live and w is not None and w.p95_ms is not None:
+            p95 = w.p95_ms
+            std = max(MIN_STDDEV_MS, w.stddev_ms or 0.0)
+        else:
+            p95 = BOOTSTRAP_P95_MS.get(model.id.lower(), DEFAULT_P95_MS)
+            std = max(MIN_STDDEV_MS, 0.1 * p95)
+        hist = history.get(key) if history else None
+        hist_rate = hist[1] / hist[0] if hist is not None and hist[0] >= MIN_HISTORY_SAMPLES else None
+        live_rate = w.error_rate if w is not None and wn > 0 else None
+        if w is not None and wn >= MIN_LIVE_SAMPLES:
+            err = w.error_rate
+        else:
+            err = hist_rate if hist_rate is not None else DEFAULT_ERROR_RATE
+        failure = hist_rate if hist_rate is not None else (live_rate or 0.0)
+        quota, reset_aff, density, session_av, tier_prio, ctx_aff = per_conn[c.connection.id]
+        tier = model.tier
+        factors = [
+            quota,
+            0.0,  # health: set from the breaker by CandidateInputs
+            0.0,  # costInv, latencyInv, stability: pool-relative, set by score_pool
+            0.0,
+            task_fitness(model.id, task),
+            0.0,
+            tier_prio,
+            tier_affinity(tier, tier_hint),
+            specificity_match(tier, specificity),
+            ctx_aff,
+            session_av,
+            density,
+            1.0 if key == cache_winner else 0.0,
+            reset_aff,
+            quality.get(key, 0.5),
+            1.0 - failure,
+        ]
+        out.append(
+            s.CandidateInputs(
+                c,
+                cost=model.blended_price,
+                p95_ms=p95,
+                stddev_ms=std,
+                error_rate=err,
+                breaker=breaker[c.provider.id],
+                factors=factors,
+                measured=live,
+                key=key,
+            )
+        )
+    return out
+
+
+def _rendezvous(keys: Sequence[str], cache_key: str | None) -> str | None:
+    """The candidate key with the highest ``crc32(cache_key|candidate key)`` (rendezvous hashing)."""
+    if not cache_key or not keys:
+        return None
+    return max(keys, key=lambda k: zlib.crc32(f"{cache_key}|{k}".encode()))
+
+
+def specificity_of(body: Mapping[str, Any]) -> float:
+    """A 0–100 specificity estimate for complexity-aware routing: prompt size, tools and turns."""
+    messages = body.get("messages")
+    n = len(messages) if isinstance(messages, list) else 0
+    chars = sum(len(str(m.get("content") or "")) for m in messages or () if isinstance(m, dict))
+    tools = len(body.get("tools") or ())
+    return min(100.0, chars / 200 + tools * 8 + n * 2)
