@@ -268,6 +268,7 @@ class Gateway:
                 max_attempts=opts.max_attempts,
                 per_target=opts.per_target,
                 on_success=opts.on_success,
+                prepare=opts.prepare,
             )
         finally:
             self.remember(decision)

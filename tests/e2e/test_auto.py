@@ -244,3 +244,57 @@ def test_quality_feedback_moves_the_quality_factor(gt: GatewayThread) -> None:
     assert fb.status_code == 200 and fb.json()["candidate"] == G_KEY
     r = chat(gt, text="rate me again")
     assert decision(gt, r)["candidates"][0]["factors"]["quality"] == pytest.approx(0.9)
+
+
+def test_effort_header_sets_reasoning_effort_only_for_openai_format_upstreams(
+    make_gateway: Callable[..., GatewayThread], fakes: dict[str, FakeProviderThread]
+) -> None:
+    """AUTO-7: ``X-OmniRoute-Effort: auto`` resolves a reasoning effort and sends it to an
+    OpenAI-format pick; when the pick fails and an Anthropic-format candidate serves, that request
+    carries no OpenAI reasoning field (the effort is applied per candidate)."""
+    gt = make_gateway(
+        {
+            **NO_EXPLORATION,
+            "providers": [
+                {
+                    "id": "local-g",
+                    "format": "openai",
+                    "base_url": f"{fakes['g'].base_url}/v1",
+                    "models": [
+                        {
+                            "id": "model-g+fail-503",
+                            "input_price": 0.01,
+                            "output_price": 0.01,
+                            "context_window": 100000,
+                            "max_output_tokens": 1000,
+                        }
+                    ],
+                },
+                {
+                    "id": "anth-c",
+                    "format": "anthropic",
+                    "base_url": fakes["c"].base_url,
+                    "models": [
+                        {
+                            "id": "model-c",
+                            "input_price": 5,
+                            "output_price": 5,
+                            "context_window": 100000,
+                            "max_output_tokens": 1000,
+                        }
+                    ],
+                },
+            ],
+            "connections": [
+                {"id": "g1", "provider": "local-g", "api_key": "k", "default_model": "model-g+fail-503"},
+                {"id": "c1", "provider": "anth-c", "api_key": "k", "default_model": "model-c"},
+            ],
+        }
+    )
+    text = "Please think step by step and prove carefully why the algorithm terminates for every input."
+    r = chat(gt, text=text, headers={"x-omniroute-effort": "auto"})
+    assert served(r) == "anth-c"
+    g_body = [q.body for q in fakes["g"].requests if q.model == "model-g+fail-503"][-1]
+    c_body = [q.body for q in fakes["c"].requests if q.path.endswith("/messages")][-1]
+    assert g_body.get("reasoning_effort") in ("low", "medium", "high")
+    assert "reasoning_effort" not in c_body and "thinking" not in c_body

@@ -212,8 +212,10 @@ class Engine:
         max_attempts: int | None = None,
         per_target: int | None = None,
         on_success: Callable[[Candidate], Any] | None = None,
+        prepare: Callable[[Candidate, ChatRequest], ChatRequest] | None = None,
     ) -> Outcome | StreamOutcome:
-        """Try ``candidates`` in order; return the first success.
+        """Try ``candidates`` in order; return the first success. ``prepare(cand, req)`` may return an
+        adapted request for one candidate (the original is kept for the others).
 
         Raises the upstream error itself when it must not fall back (ordinary 400, content filter),
         ``asyncio.CancelledError`` when the client went away (the attempt is recorded as 499), else
@@ -239,7 +241,8 @@ class Engine:
                 continue
             last = idx == len(survivors) - 1
             try:
-                out = await self._try_candidate(cand, req, decision, ctx, budget, errors, last)
+                cand_req = prepare(cand, req) if prepare is not None else req
+                out = await self._try_candidate(cand, cand_req, decision, ctx, budget, errors, last)
             except BaseException:
                 await self._release(survivors[idx + 1 :])
                 raise

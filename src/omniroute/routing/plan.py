@@ -23,11 +23,14 @@ if TYPE_CHECKING:
 
 @dataclass
 class RunOptions:
-    """Per-plan overrides of RESIL-6 budgets and a success hook (strategy bookkeeping)."""
+    """Per-plan overrides of RESIL-6 budgets, a success hook (strategy bookkeeping) and ``prepare``,
+    which adapts the request to one candidate just before it is attempted (e.g. AUTO-7 reasoning
+    effort only for OpenAI-format upstreams)."""
 
     max_attempts: int | None = None
     per_target: int | None = None
     on_success: Callable[[Candidate], Any] | None = None
+    prepare: Callable[[Candidate, ChatRequest], ChatRequest] | None = None
 
 
 class Planner:

@@ -14,7 +14,7 @@ success hook writes the LKGP record and settles a probe.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -278,9 +278,9 @@ async def plan_auto(
         ordered = [probe] + [c for c in ordered if c.key != probe.key]
         info["probe"] = probe.key
 
-    _effort(req, controls, ordered, info)
+    prepare = _effort(req, controls, ordered, info)
     fill_decision(decision, ranked, order, inputs, dropped, rd, wvec, info, explored, probe)
-    return ordered, RunOptions(on_success=_on_success(gw, lkgp_key, probe, decision))
+    return ordered, RunOptions(on_success=_on_success(gw, lkgp_key, probe, decision), prepare=prepare)
 
 
 def _cost_key(v: float | None) -> tuple[bool, float]:
@@ -293,15 +293,22 @@ def _usd(v: float | None) -> str:
 
 def _effort(
     req: ChatRequest, controls: ctl.RequestControls, ordered: list[Candidate], info: dict[str, Any]
-) -> None:
-    """``X-OmniRoute-Effort: auto`` → ``reasoning_effort`` when the pick speaks the OpenAI format."""
-    if controls.effort != "auto" or not ordered or ordered[0].provider.format != "openai":
-        return
+) -> Callable[[Candidate, ChatRequest], ChatRequest] | None:
+    """``X-OmniRoute-Effort: auto`` → a per-candidate hook that adds ``reasoning_effort`` only for
+    OpenAI-format upstreams (AUTO-7), so a fallback to Anthropic or Gemini gets the request unchanged."""
+    if controls.effort != "auto" or not ordered:
+        return None
     level = ctl.resolve_effort(req.body)
-    if level is not None:
-        req.body = {**req.body, "reasoning_effort": level}
-        req.native = None
-        info["effort"] = level
+    if level is None:
+        return None
+    info["effort"] = level
+
+    def prepare(cand: Candidate, r: ChatRequest) -> ChatRequest:
+        if cand.provider.format != "openai":
+            return r
+        return dataclasses.replace(r, body={**r.body, "reasoning_effort": level}, native=None)
+
+    return prepare
 
 
 def _on_success(gw: Gateway, lkgp_key: str, probe: Candidate | None, decision: Decision) -> Any:
