@@ -626,3 +626,16 @@ def test_secrets_are_kept_out_of_repr(tmp_path: Path) -> None:
     text = repr(cfg)
     for secret in ("admin-secret", "dev-secret", "sk-a1"):
         assert secret not in text
+
+
+def test_combo_defaults_are_parsed_frozen_and_validated() -> None:
+    """COMBO-3 cascade: top-level ``combo_defaults`` holds global combo options; bad types name the key."""
+    cfg = config_from_dict(
+        {"combo_defaults": {"stickyRoundRobinLimit": 2, "promptCacheAffinityEnabled": False}}
+    )
+    assert cfg.combo_defaults["stickyRoundRobinLimit"] == 2
+    assert cfg.combo_defaults["promptCacheAffinityEnabled"] is False
+    with pytest.raises(TypeError):
+        cfg.combo_defaults["x"] = 1  # type: ignore[index]
+    with pytest.raises(ConfigError, match=r"combo_defaults\.stickyRoundRobinLimit"):
+        config_from_dict({"combo_defaults": {"stickyRoundRobinLimit": 0}})

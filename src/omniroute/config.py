@@ -399,7 +399,9 @@ def _empty_chains() -> Mapping[str, tuple[ChainEntryConfig, ...]]:
 class Config:
     """The whole configuration (OPS-2): one object, built once at start and never mutated.
 
-    ``fallback_chains`` maps a model id to its chain entries (RESIL-4). ``source_path`` is the file that
+    ``fallback_chains`` maps a model id to its chain entries (RESIL-4). ``combo_defaults`` holds the
+    global level of the combo → global → default cascade (COMBO-3/COMBO-4: e.g.
+    ``stickyRoundRobinLimit``), an addition to the OPS-2 contract. ``source_path`` is the file that
     was read, or ``None``. Config-declared objects win over stored copies with the same id (OPS-2).
     """
 
@@ -414,6 +416,7 @@ class Config:
     fallback_chains: Mapping[str, tuple[ChainEntryConfig, ...]] = field(default_factory=_empty_chains)
     resilience: ResilienceConfig = field(default_factory=ResilienceConfig)
     auto: AutoConfig = field(default_factory=AutoConfig)
+    combo_defaults: Mapping[str, Any] = field(default_factory=_empty_map)
     source_path: Path | None = None
 
     @property
@@ -761,6 +764,7 @@ class _Root(_Edge):
     fallback_chains: dict[str, list[_ChainEntry] | None] | None = None
     resilience: _Resilience | None = None
     auto: _Auto | None = None
+    combo_defaults: _ComboOptions | None = None
 
 
 # --- build -----------------------------------------------------------------------------------------
@@ -898,6 +902,9 @@ def _convert(root: _Root, errors: list[tuple[str, str]]) -> Config:
         fallback_chains=MappingProxyType(chains),
         resilience=resilience,
         auto=auto,
+        combo_defaults=_freeze(root.combo_defaults.model_dump(exclude_unset=True))
+        if root.combo_defaults
+        else MappingProxyType({}),
     )
 
 

@@ -79,6 +79,20 @@ def test_round_robin_sticky_limit_one_rotates(api: Api) -> None:
     assert api.served("rr1", 6) == ["o", "c", "g", "o", "c", "g"]
 
 
+def test_round_robin_uses_global_combo_defaults_when_combo_is_silent(
+    make_gateway: MakeGateway, fakes: dict[str, FakeProviderThread], tmp_path: Path
+) -> None:
+    """COMBO-3 cascade combo → global → default: config ``combo_defaults.stickyRoundRobinLimit: 1``
+    applies to a combo that does not set it; a combo's own value still wins."""
+    cfg = combo_config(fakes, tmp_path)
+    cfg["combo_defaults"] = {"stickyRoundRobinLimit": 1}
+    api = Api(make_gateway(replace=cfg))
+    api.combo("rrg", [O, C, G], strategy="round-robin")
+    assert api.served("rrg", 6) == ["o", "c", "g", "o", "c", "g"]
+    api.combo("rr2", [O, C, G], strategy="round-robin", stickyRoundRobinLimit=2)
+    assert api.served("rr2", 4) == ["o", "o", "c", "c"]
+
+
 def test_strict_random_covers_every_target_in_each_cycle(api: Api) -> None:
     """COMBO-3 strict-random [O, C, G]: every window of 3 from the start of a cycle covers all three."""
     api.combo("sr", [O, C, G], strategy="strict-random")

@@ -100,8 +100,7 @@ def canonical_strategy(name: Any, *, strict: bool = False) -> str:
 def global_combo_defaults(gw: Gateway) -> Mapping[str, Any]:
     """Gateway-wide combo option defaults (the middle level of the COMBO-4 cascade): the config's
     ``combo_defaults`` map when the config has one, else empty."""
-    raw = getattr(gw.config, "combo_defaults", None)
-    return raw if isinstance(raw, Mapping) else {}
+    return gw.config.combo_defaults
 
 
 def _availability(gw: Gateway, now: float) -> Availability:
