@@ -1,14 +1,15 @@
 """The gateway's configuration: the OPS-2 YAML contract, parsed once into immutable objects.
 
-This module owns reading the config file (path from ``--config`` or ``OMNIROUTE_CONFIG``), resolving
+This package owns reading the config file (path from ``--config`` or ``OMNIROUTE_CONFIG``), resolving
 ``${ENV}`` references, validating every key (unknown keys and bad values are a :class:`ConfigError` that
 names the key path, e.g. ``connections[0].priority``), applying the STORE-2 URL overrides
 (``OMNIROUTE_DATABASE_URL``, ``OMNIROUTE_REDIS_URL``) and the built-in defaults, which are the named
 ``DEFAULT_*`` constants below.
 
-Validation uses pydantic models at the edge (private, ``extra="forbid"``); the rest of the program sees
-only the frozen, slotted dataclasses defined here. Times are seconds (``*_s``), prices USD per 1M tokens,
-budgets USD. Secrets (``admin_key``, API keys, tokens) are kept out of ``repr``.
+Validation uses pydantic models at the edge (private, ``extra="forbid"``, in
+:mod:`omniroute.config._load`); the rest of the program sees only the frozen, slotted dataclasses defined
+here. Times are seconds (``*_s``), prices USD per 1M tokens, budgets USD. Secrets (``admin_key``, API
+keys, tokens) are kept out of ``repr``.
 
 ``${ENV}`` rules (OPS-2): ``${NAME}`` and ``${NAME:-default}`` are replaced anywhere inside string values
 (mapping keys are left alone; ``$${`` is a literal ``${``). A value that is exactly ``${NAME}`` with
@@ -20,15 +21,13 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import UTC, date, datetime
 from pathlib import Path
 from types import MappingProxyType
-from typing import Annotated, Any, Final, Literal
+from typing import Any, Final
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 __all__ = [
     "CAPABILITY_VALUES",
@@ -485,7 +484,9 @@ def load_config(path: str | Path | None, env: Mapping[str, str] | None = None) -
     if data is None:
         data = {}
     try:
-        return _build(data, environ, source)
+        from omniroute.config._load import build
+
+        return build(data, environ, source)
     except ConfigError as exc:
         raise ConfigError(exc.errors, source=source) from None
 
@@ -494,7 +495,9 @@ def config_from_dict(data: Mapping[str, Any], env: Mapping[str, str] | None = No
     """Validate an already-parsed config mapping (same contract and errors as :func:`load_config`,
     OPS-2); ``env`` (default ``os.environ``) resolves ``${ENV}`` and the STORE-2 URL overrides.
     """
-    return _build(data, os.environ if env is None else env, None)
+    from omniroute.config._load import build
+
+    return build(data, os.environ if env is None else env, None)
 
 
 def normalize_strategy(name: str) -> str:
@@ -519,475 +522,3 @@ def thaw(value: Any) -> Any:
 
 
 _STRATEGY_BY_COMPACT = {s.replace("-", ""): s for s in ROUTING_STRATEGY_VALUES}
-
-
-# --- ${ENV} resolution -------------------------------------------------------------------------------
-
-_ENV_REF = re.compile(r"\$\$(?=\{)|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
-
-Loc = tuple[str | int, ...]
-
-
-def _interpolate(
-    value: Any, env: Mapping[str, str], loc: Loc, unset: dict[Loc, str], errors: list[tuple[str, str]]
-) -> Any:
-    """Resolve ``${ENV}`` in every string value; record exact unset references in ``unset``."""
-    if isinstance(value, str):
-        exact = _ENV_REF.fullmatch(value)
-        if exact and exact.group(1) and exact.group(2) is None and exact.group(1) not in env:
-            unset[loc] = exact.group(1)
-            return None
-
-        def sub(m: re.Match[str]) -> str:
-            name, default = m.group(1), m.group(2)
-            if name is None:
-                return "$"
-            found = env.get(name)
-            if default is not None and not found:
-                return default
-            if found is None:
-                errors.append((_fmt_loc(loc), f"environment variable {name} is not set"))
-                return ""
-            return found
-
-        return _ENV_REF.sub(sub, value)
-    if isinstance(value, Mapping):
-        return {k: _interpolate(v, env, (*loc, str(k)), unset, errors) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_interpolate(v, env, (*loc, i), unset, errors) for i, v in enumerate(value)]
-    return value
-
-
-def _fmt_loc(loc: Sequence[str | int]) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif not re.fullmatch(r"[A-Za-z0-9_\-]+", part):
-            out += f"[{part!r}]"
-        else:
-            out += f".{part}" if out else part
-    return out
-
-
-# --- edge schema (pydantic, private) ----------------------------------------------------------------
-
-
-def _no_bool(value: Any) -> Any:
-    # pydantic's lax mode reads true/false as 1/0; a boolean where a number belongs is a mistake
-    if isinstance(value, bool):
-        raise ValueError("must be a number, not a boolean")
-    return value
-
-
-def _epoch_seconds(value: Any) -> Any:
-    if value is None or isinstance(value, bool):
-        return value
-    if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, datetime):
-        return (value if value.tzinfo else value.replace(tzinfo=UTC)).timestamp()
-    if isinstance(value, date):
-        return datetime(value.year, value.month, value.day, tzinfo=UTC).timestamp()
-    if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            pass
-        try:
-            return _epoch_seconds(datetime.fromisoformat(value.strip()))
-        except ValueError:
-            raise ValueError("must be epoch seconds or an ISO 8601 date-time") from None
-    return value
-
-
-_Int = Annotated[int, BeforeValidator(_no_bool)]
-_Float = Annotated[float, BeforeValidator(_no_bool), Field(allow_inf_nan=False)]
-_Str = Annotated[str, Field(min_length=1)]
-
-
-class _Edge(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class _Server(_Edge):
-    host: _Str = DEFAULT_HOST
-    port: _Int = Field(DEFAULT_PORT, ge=1, le=65535)
-    require_api_key: bool = DEFAULT_REQUIRE_API_KEY
-    admin_key: str | None = None
-    max_body_mb: _Float = Field(DEFAULT_MAX_BODY_MB, gt=0)
-    workers: _Int = Field(DEFAULT_WORKERS, ge=1)
-
-
-class _ApiKey(_Edge):
-    name: _Str
-    key: str | None
-    allowed_models: list[str] | None = None
-    budget_usd: _Float | None = Field(None, ge=0)
-
-
-class _Model(_Edge):
-    id: _Str
-    name: str | None = None
-    input_price: _Float | None = Field(None, ge=0)
-    output_price: _Float | None = Field(None, ge=0)
-    context_window: _Int | None = Field(None, ge=1)
-    max_output_tokens: _Int | None = Field(None, ge=1)
-    capabilities: (
-        list[Literal["tools", "vision", "reasoning", "structured_output", "embeddings", "audio"]] | None
-    ) = None
-    tier: Literal["free", "standard", "premium"] | None = None
-
-
-class _Provider(_Edge):
-    id: _Str
-    format: Literal["openai", "anthropic", "gemini"] | None = None
-    base_url: _Str | None = None
-    name: str | None = None
-    aliases: list[_Str] | None = None
-    models: list[_Model] | None = None
-
-
-class _Connection(_Edge):
-    id: _Str
-    provider: _Str
-    name: str | None = None
-    auth_type: Literal["api_key", "oauth"] = "api_key"
-    api_key: str | None = None
-    access_token: str | None = None
-    expires_at: Annotated[_Float | None, BeforeValidator(_epoch_seconds)] = None
-    base_url: _Str | None = None
-    default_model: _Str | None = None
-    priority: _Int = DEFAULT_CONNECTION_PRIORITY
-    is_active: bool = True
-    account_tier: Literal["ultra", "pro", "standard", "free"] = DEFAULT_ACCOUNT_TIER
-    tags: list[str] | None = None
-    max_concurrent: _Int | None = Field(None, ge=1)
-
-
-class _Target(_Edge):
-    model: _Str | None = None
-    combo_ref: _Str | None = None
-    connection_id: _Str | None = None
-    weight: _Float | None = Field(None, ge=0, le=100)
-    priority: _Int | None = None
-    timeout_s: _Float | None = Field(None, gt=0)
-    timeout_ms: _Float | None = Field(None, gt=0)
-    tags: list[str] | None = None
-    prompt: str | None = Field(None, max_length=20_000)  # pipeline step prompt (COMBO-6)
-
-
-class _ComboOptions(BaseModel):
-    # free-form camelCase options; only the types of the keys the config layer knows are checked here,
-    # the combos module owns the rest (COMBO-4)
-    model_config = ConfigDict(extra="allow")
-    maxRetries: _Int | None = Field(None, ge=0)
-    stickyRoundRobinLimit: _Int | None = Field(None, ge=1)
-    stickyWeightedLimit: _Int | None = Field(None, ge=1)
-
-
-class _Combo(_Edge):
-    name: _Str
-    strategy: _Str = DEFAULT_STRATEGY
-    targets: list[_Target] | None = None
-    config: _ComboOptions | None = None
-    description: str | None = None
-    enabled: bool = True
-
-
-class _Mapping(_Edge):
-    pattern: _Str
-    combo: _Str
-    priority: _Int = DEFAULT_MAPPING_PRIORITY
-    enabled: bool = True
-    description: str | None = None
-
-
-class _ChainEntry(_Edge):
-    provider: _Str
-    priority: _Int | None = None
-    enabled: bool = True
-
-
-class _CircuitBreaker(_Edge):
-    failure_threshold: _Int = Field(DEFAULT_FAILURE_THRESHOLD, ge=1)
-    reset_timeout_s: _Float = Field(DEFAULT_RESET_TIMEOUT_S, gt=0)
-    half_open_probes: _Int = Field(DEFAULT_HALF_OPEN_PROBES, ge=1)
-
-
-class _Cooldown(_Edge):
-    base_s: _Float = Field(DEFAULT_COOLDOWN_BASE_S, gt=0)
-    max_s: _Float = Field(DEFAULT_COOLDOWN_MAX_S, gt=0)
-    max_hint_s: _Float = Field(DEFAULT_COOLDOWN_MAX_HINT_S, gt=0)
-
-
-class _Lockout(_Edge):
-    base_s: _Float = Field(DEFAULT_LOCKOUT_BASE_S, gt=0)
-    max_s: _Float = Field(DEFAULT_LOCKOUT_MAX_S, gt=0)
-
-
-class _Retries(_Edge):
-    per_target: _Int = Field(DEFAULT_RETRIES_PER_TARGET, ge=0)
-    max_attempts: _Int = Field(DEFAULT_MAX_ATTEMPTS, ge=1)
-
-
-class _Timeouts(_Edge):
-    connect_s: _Float = Field(DEFAULT_CONNECT_TIMEOUT_S, gt=0)
-    ttft_s: _Float = Field(DEFAULT_TTFT_TIMEOUT_S, gt=0)
-    idle_s: _Float = Field(DEFAULT_IDLE_TIMEOUT_S, gt=0)
-    total_s: _Float = Field(DEFAULT_TOTAL_TIMEOUT_S, gt=0)
-
-
-class _Resilience(_Edge):
-    circuit_breaker: _CircuitBreaker | None = None
-    cooldown: _Cooldown | None = None
-    lockout: _Lockout | None = None
-    retries: _Retries | None = None
-    timeouts: _Timeouts | None = None
-
-
-class _Auto(_Edge):
-    exploration_rate: _Float = Field(DEFAULT_EXPLORATION_RATE, ge=0, le=1)
-    default_variant: _Str | None = None
-    lkgp_scope: Literal["session", "combo", "global"] = DEFAULT_LKGP_SCOPE
-
-
-class _Root(_Edge):
-    server: _Server | None = None
-    database_url: _Str | None = None
-    redis_url: _Str | None = None
-    api_keys: list[_ApiKey] | None = None
-    providers: list[_Provider] | None = None
-    connections: list[_Connection] | None = None
-    combos: list[_Combo] | None = None
-    model_combo_mappings: list[_Mapping] | None = None
-    fallback_chains: dict[str, list[_ChainEntry] | None] | None = None
-    resilience: _Resilience | None = None
-    auto: _Auto | None = None
-    combo_defaults: _ComboOptions | None = None
-
-
-# --- build -----------------------------------------------------------------------------------------
-
-
-def _build(data: Mapping[str, Any], env: Mapping[str, str], source: Path | None) -> Config:
-    if not isinstance(data, Mapping):
-        raise ConfigError([("", f"the top level must be a mapping, got {type(data).__name__}")])
-    errors: list[tuple[str, str]] = []
-    unset: dict[Loc, str] = {}
-    resolved = _interpolate(data, env, (), unset, errors)
-    if errors:
-        raise ConfigError(errors)
-    try:
-        root = _Root.model_validate(resolved)
-    except ValidationError as exc:
-        raise ConfigError(_pydantic_errors(exc, unset)) from None
-    config = _convert(root, errors)
-    config = _apply_env_urls(config, env, errors)
-    if errors:
-        raise ConfigError(errors)
-    return replace(config, source_path=source)
-
-
-def _pydantic_errors(exc: ValidationError, unset: Mapping[Loc, str]) -> list[tuple[str, str]]:
-    out: list[tuple[str, str]] = []
-    for err in exc.errors(include_url=False, include_input=False):
-        loc: Loc = tuple(err["loc"])
-        kind = err["type"]
-        if kind == "extra_forbidden":
-            msg = "unknown key"
-        elif loc in unset:
-            msg = f"environment variable {unset[loc]} is not set"
-        elif kind == "missing":
-            msg = "required key is missing"
-        elif kind == "model_type":  # pydantic would name our private schema class
-            msg = "must be a mapping"
-        else:
-            msg = str(err["msg"]).removeprefix("Value error, ")
-        out.append((_fmt_loc(loc), msg))
-    return out
-
-
-def _check_unique(values: Iterable[str], section: str, key: str, errors: list[tuple[str, str]]) -> None:
-    seen: dict[str, int] = {}
-    for i, v in enumerate(values):
-        if v in seen:
-            errors.append((f"{section}[{i}].{key}", f"duplicate {key} {v!r} (also {section}[{seen[v]}])"))
-        else:
-            seen[v] = i
-
-
-def _freeze(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return MappingProxyType({k: _freeze(v) for k, v in value.items()})
-    if isinstance(value, list | tuple):
-        return tuple(_freeze(v) for v in value)
-    return value
-
-
-def _convert(root: _Root, errors: list[tuple[str, str]]) -> Config:
-    server = ServerConfig(**root.server.model_dump()) if root.server else ServerConfig()
-
-    api_keys = tuple(
-        ApiKeyConfig(
-            name=k.name,
-            key=k.key,
-            allowed_models=DEFAULT_ALLOWED_MODELS if k.allowed_models is None else tuple(k.allowed_models),
-            budget_usd=k.budget_usd,
-        )
-        for k in root.api_keys or ()
-    )
-    _check_unique((k.name for k in api_keys), "api_keys", "name", errors)
-    seen_keys: dict[str, int] = {}
-    for i, k in enumerate(api_keys):
-        if k.key is not None:
-            if k.key in seen_keys:  # never echo the secret itself
-                errors.append((f"api_keys[{i}].key", f"same key as api_keys[{seen_keys[k.key]}]"))
-            seen_keys.setdefault(k.key, i)
-
-    providers = tuple(_convert_provider(i, p, errors) for i, p in enumerate(root.providers or ()))
-    _check_unique((p.id for p in providers), "providers", "id", errors)
-
-    connections = tuple(
-        ConnectionConfig(**{**c.model_dump(), "tags": tuple(c.tags or ())}) for c in root.connections or ()
-    )
-    _check_unique((c.id for c in connections), "connections", "id", errors)
-
-    combos = tuple(_convert_combo(i, c, errors) for i, c in enumerate(root.combos or ()))
-    _check_unique((c.name for c in combos), "combos", "name", errors)
-
-    mappings = tuple(MappingConfig(**m.model_dump()) for m in root.model_combo_mappings or ())
-
-    chains: dict[str, tuple[ChainEntryConfig, ...]] = {}
-    for model_id, entries in (root.fallback_chains or {}).items():
-        chain = tuple(
-            ChainEntryConfig(
-                provider=e.provider, priority=i if e.priority is None else e.priority, enabled=e.enabled
-            )
-            for i, e in enumerate(entries or ())
-        )
-        _check_unique(
-            (e.provider for e in chain), _fmt_loc(("fallback_chains", model_id)), "provider", errors
-        )
-        chains[model_id] = chain
-
-    res = root.resilience or _Resilience()
-    cooldown = CooldownConfig(**res.cooldown.model_dump()) if res.cooldown else CooldownConfig()
-    lockout = LockoutConfig(**res.lockout.model_dump()) if res.lockout else LockoutConfig()
-    for name, section in (("cooldown", cooldown), ("lockout", lockout)):
-        if section.max_s < section.base_s:
-            errors.append((f"resilience.{name}.max_s", f"must be >= base_s ({section.base_s:g})"))
-    resilience = ResilienceConfig(
-        circuit_breaker=(
-            CircuitBreakerConfig(**res.circuit_breaker.model_dump())
-            if res.circuit_breaker
-            else CircuitBreakerConfig()
-        ),
-        cooldown=cooldown,
-        lockout=lockout,
-        retries=RetriesConfig(**res.retries.model_dump()) if res.retries else RetriesConfig(),
-        timeouts=TimeoutsConfig(**res.timeouts.model_dump()) if res.timeouts else TimeoutsConfig(),
-    )
-    auto = AutoConfig(**root.auto.model_dump()) if root.auto else AutoConfig()
-
-    return Config(
-        server=server,
-        database_url=root.database_url or DEFAULT_DATABASE_URL,
-        redis_url=root.redis_url,
-        api_keys=api_keys,
-        providers=providers,
-        connections=connections,
-        combos=combos,
-        model_combo_mappings=mappings,
-        fallback_chains=MappingProxyType(chains),
-        resilience=resilience,
-        auto=auto,
-        combo_defaults=_freeze(root.combo_defaults.model_dump(exclude_unset=True))
-        if root.combo_defaults
-        else MappingProxyType({}),
-    )
-
-
-def _convert_provider(i: int, p: _Provider, errors: list[tuple[str, str]]) -> ProviderConfig:
-    if "/" in p.id:
-        errors.append((f"providers[{i}].id", "must not contain '/' (routable ids are provider/model)"))
-    models = tuple(
-        ModelConfig(
-            id=m.id,
-            name=m.name,
-            input_price=m.input_price,
-            output_price=m.output_price,
-            context_window=m.context_window,
-            max_output_tokens=m.max_output_tokens,
-            capabilities=None if m.capabilities is None else frozenset(m.capabilities),
-            tier=m.tier,
-        )
-        for m in p.models or ()
-    )
-    _check_unique((m.id for m in models), f"providers[{i}].models", "id", errors)
-    return ProviderConfig(
-        id=p.id,
-        format=p.format,
-        base_url=p.base_url,
-        name=p.name,
-        aliases=tuple(p.aliases or ()),
-        models=models,
-    )
-
-
-def _convert_combo(i: int, c: _Combo, errors: list[tuple[str, str]]) -> ComboConfig:
-    where = f"combos[{i}]"
-    try:
-        strategy = normalize_strategy(c.strategy)
-    except ValueError as exc:
-        errors.append((f"{where}.strategy", str(exc)))
-        strategy = c.strategy
-    targets: list[ComboTargetConfig] = []
-    for j, t in enumerate(c.targets or ()):
-        at = f"{where}.targets[{j}]"
-        if (t.model is None) == (t.combo_ref is None):
-            errors.append((at, "a target must have exactly one of 'model' or 'combo_ref'"))
-        if t.combo_ref is not None and t.connection_id is not None:
-            errors.append((f"{at}.connection_id", "not allowed on a combo_ref target"))
-        if t.timeout_s is not None and t.timeout_ms is not None:
-            errors.append((f"{at}.timeout_ms", "give timeout_s or timeout_ms, not both"))
-        timeout_s = t.timeout_s if t.timeout_ms is None else t.timeout_ms / 1000.0
-        targets.append(
-            ComboTargetConfig(
-                model=t.model,
-                combo_ref=t.combo_ref,
-                connection_id=t.connection_id,
-                weight=t.weight,
-                priority=t.priority,
-                timeout_s=timeout_s,
-                tags=tuple(t.tags or ()),
-                prompt=t.prompt,
-            )
-        )
-    options = c.config.model_dump(exclude_unset=True) if c.config else {}
-    return ComboConfig(
-        name=c.name,
-        strategy=strategy,
-        targets=tuple(targets),
-        config=_freeze(options),
-        description=c.description,
-        enabled=c.enabled,
-    )
-
-
-def _check_url(url: str, schemes: Sequence[str], where: str, errors: list[tuple[str, str]]) -> None:
-    scheme, sep, _ = url.partition("://")
-    if not sep or scheme.split("+", 1)[0].lower() not in schemes:
-        errors.append((where, f"must be a URL with scheme {' | '.join(schemes)} (optionally +driver)"))
-
-
-def _apply_env_urls(config: Config, env: Mapping[str, str], errors: list[tuple[str, str]]) -> Config:
-    # STORE-2: the environment picks the stores over the file; an empty variable counts as unset
-    db_url = env.get(ENV_DATABASE_URL) or config.database_url
-    redis_url = env.get(ENV_REDIS_URL) or config.redis_url
-    db_where = f"database_url (from {ENV_DATABASE_URL})" if env.get(ENV_DATABASE_URL) else "database_url"
-    redis_where = f"redis_url (from {ENV_REDIS_URL})" if env.get(ENV_REDIS_URL) else "redis_url"
-    _check_url(db_url, DATABASE_URL_SCHEMES, db_where, errors)
-    if redis_url is not None:
-        _check_url(redis_url, REDIS_URL_SCHEMES, redis_where, errors)
-    return replace(config, database_url=db_url, redis_url=redis_url)
