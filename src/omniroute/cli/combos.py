@@ -18,26 +18,13 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from omniroute.config import Config, ConfigError, load_config
+from omniroute.cli.common import ConfigOpt, console, err_console, load_or_exit
+from omniroute.config import Config
 
 app = typer.Typer(help="Combos: named routing recipes (COMBO-1).", no_args_is_help=True)
-console = Console()
-err_console = Console(stderr=True)
-
-ConfigOpt = Annotated[
-    Path | None, typer.Option("--config", "-c", help="YAML config file (or $OMNIROUTE_CONFIG).")
-]
-
-
-def _load(config: Path | None) -> Config:
-    try:
-        return load_config(config)
-    except (ConfigError, FileNotFoundError) as exc:
-        err_console.print(f"[red]Invalid configuration:[/red] {exc}")
-        raise typer.Exit(2) from None
+_load = load_or_exit
 
 
 def _value(raw: str) -> Any:

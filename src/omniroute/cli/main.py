@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
 from omniroute.cli.combos import app as combos_app
-from omniroute.config import Config, ConfigError, load_config
+from omniroute.cli.common import ConfigOpt, console, err_console, load_or_exit
+from omniroute.config import ConfigError, load_config
 
 app = typer.Typer(help="OmniRoute: a self-hosted AI gateway.", no_args_is_help=True, add_completion=False)
 keys_app = typer.Typer(help="Client API keys (API-8).", no_args_is_help=True)
@@ -22,23 +22,7 @@ catalog_app = typer.Typer(help="The provider/model catalog (PROV-2).", no_args_i
 app.add_typer(keys_app, name="keys")
 app.add_typer(catalog_app, name="catalog")
 app.add_typer(combos_app, name="combos")
-console = Console()
-err_console = Console(stderr=True)
-
-ConfigOpt = Annotated[
-    Path | None, typer.Option("--config", "-c", help="YAML config file (or $OMNIROUTE_CONFIG).")
-]
-
-
-def _load(config: Path | None) -> Config:
-    try:
-        return load_config(config)
-    except ConfigError as exc:
-        err_console.print(f"[red]Invalid configuration:[/red]\n{exc}")
-        raise typer.Exit(2) from None
-    except FileNotFoundError as exc:
-        err_console.print(f"[red]Config file not found:[/red] {exc.filename or exc}")
-        raise typer.Exit(2) from None
+_load = load_or_exit
 
 
 def _setup_logging() -> None:
