@@ -222,3 +222,20 @@ def test_demo_prints_a_curl_line_that_works(tmp_path: Path) -> None:
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_providers_and_connections_cli_list_with_masked_secrets(tmp_path: Path) -> None:
+    """OPS-1/PROV-3: `omniroute providers list` and `connections list` show config objects, secrets masked."""
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text(
+        f"database_url: 'sqlite:///{tmp_path}/o.db'\n"
+        "providers: [{id: mine, base_url: 'http://127.0.0.1:9/v1', models: [{id: m}]}]\n"
+        "connections: [{id: c1, provider: mine, api_key: sk-very-secret-9999}]\n"
+    )
+    runner = CliRunner()
+    out = runner.invoke(cli_app, ["providers", "list", "--config", str(cfg)], env={"COLUMNS": "200"})
+    assert out.exit_code == 0, out.output
+    assert "mine" in out.output and "openai" in out.output
+    out = runner.invoke(cli_app, ["connections", "list", "--config", str(cfg)], env={"COLUMNS": "200"})
+    assert out.exit_code == 0 and "c1" in out.output
+    assert "sk-very-secret-9999" not in out.output

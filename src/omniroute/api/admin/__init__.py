@@ -13,7 +13,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from omniroute.api.admin import auto, combos, core, resilience
+from omniroute.api.admin import auto, combos, connections, core, resilience
 from omniroute.errors import GatewayError, InvalidRequest
 from omniroute.gateway import Gateway
 
@@ -75,6 +75,6 @@ def build_admin_app(gw: Gateway) -> FastAPI:
         )
 
     app.state.gateway = gw
-    for module in (core, resilience, combos, auto):
+    for module in (core, connections, resilience, combos, auto):
         app.include_router(module.router)
     return app

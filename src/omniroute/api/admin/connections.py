@@ -1,0 +1,213 @@
+"""Connections (PROV-3) and custom provider nodes (PROV-2) in the management API.
+
+``GET/POST /api/connections``, ``GET/PUT/DELETE /api/connections/{id}`` and
+``GET/POST /api/providers``, ``DELETE /api/providers/{id}``. Secrets are write-only: responses mask them.
+Every edit rebuilds the routing snapshot, so a new or fixed connection serves the very next request
+(and joins the auto pool at once, AUTO-2). A connection whose credentials were marked invalid is
+marked valid again when its secret is replaced (RESIL-2: "until an operator fixes it").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Literal
+
+from fastapi import APIRouter
+from pydantic import BaseModel, Field
+
+from omniroute.api.admin.core import Admin
+from omniroute.errors import GatewayError, InvalidRequest
+from omniroute.gateway import Gateway
+from omniroute.values import Connection
+
+router = APIRouter(tags=["connections"])
+
+
+class ConnectionIn(BaseModel):
+    """A connection as created or replaced through the API (PROV-3 fields)."""
+
+    id: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:-]+$")
+    provider: str = Field(min_length=1)
+    name: str | None = None
+    auth_type: Literal["api_key", "oauth"] = "api_key"
+    api_key: str | None = None
+    access_token: str | None = None
+    expires_at: float | None = None
+    base_url: str | None = None
+    default_model: str | None = None
+    priority: int = 1
+    is_active: bool = True
+    account_tier: Literal["ultra", "pro", "standard", "free"] = "standard"
+    max_concurrent: int | None = Field(default=None, ge=1)
+    tags: list[str] = Field(default_factory=list)
+
+
+class ConnectionPatch(BaseModel):
+    """``PUT /api/connections/{id}``: any subset of the fields; omitted fields keep their value."""
+
+    name: str | None = None
+    api_key: str | None = None
+    access_token: str | None = None
+    expires_at: float | None = None
+    base_url: str | None = None
+    default_model: str | None = None
+    priority: int | None = None
+    is_active: bool | None = None
+    account_tier: Literal["ultra", "pro", "standard", "free"] | None = None
+    max_concurrent: int | None = Field(default=None, ge=1)
+    tags: list[str] | None = None
+
+
+def _public(gw: Gateway, rows: list[dict[str, Any]], cid: str) -> dict[str, Any]:
+    for r in rows:
+        if r["id"] == cid:
+            return r
+    raise GatewayError(f"No connection '{cid}'.", status=404, code="not_found", param="id")
+
+
+def _check_provider(gw: Gateway, provider: str) -> None:
+    if gw.registry.catalog.provider(provider) is None:
+        raise InvalidRequest(
+            f"provider: unknown provider '{provider}' (add it under /api/providers first).", param="provider"
+        )
+
+
+@router.get("/api/connections/{cid}")
+async def get_connection(cid: str, gw: Admin) -> dict[str, Any]:
+    """One connection, secrets masked."""
+    assert gw.store is not None
+    return _public(gw, await gw.store.list_connections_public(), cid)
+
+
+@router.post("/api/connections", status_code=201)
+async def create_connection(body: ConnectionIn, gw: Admin) -> dict[str, Any]:
+    """Add (or replace) a connection; it serves the very next request."""
+    assert gw.store is not None
+    _check_provider(gw, body.provider)
+    if body.auth_type == "api_key" and not body.api_key:
+        raise InvalidRequest("api_key: required when auth_type is api_key.", param="api_key")
+    if body.auth_type == "oauth" and not body.access_token:
+        raise InvalidRequest("access_token: required when auth_type is oauth.", param="access_token")
+    data = body.model_dump()
+    data["name"] = data["name"] or body.id
+    data["tags"] = tuple(body.tags)
+    await gw.store.upsert_connection(Connection(**data))
+    await gw.resilience.mark_connection_valid(body.id)
+    await gw.refresh()
+    return _public(gw, await gw.store.list_connections_public(), body.id)
+
+
+@router.put("/api/connections/{cid}")
+async def update_connection(cid: str, body: ConnectionPatch, gw: Admin) -> dict[str, Any]:
+    """Change some fields of a connection; a new secret clears an "invalid credentials" mark."""
+    assert gw.store is not None
+    current = await gw.store.get_connection(cid)
+    if current is None:
+        raise GatewayError(f"No connection '{cid}'.", status=404, code="not_found", param="id")
+    changes = body.model_dump(exclude_unset=True)
+    if "tags" in changes:
+        changes["tags"] = tuple(changes["tags"] or ())
+    await gw.store.upsert_connection(dataclasses.replace(current, **changes))
+    if "api_key" in changes or "access_token" in changes:
+        await gw.resilience.mark_connection_valid(cid)
+    await gw.refresh()
+    return _public(gw, await gw.store.list_connections_public(), cid)
+
+
+@router.delete("/api/connections/{cid}")
+async def delete_connection(cid: str, gw: Admin) -> dict[str, Any]:
+    """Remove a connection."""
+    assert gw.store is not None
+    if not await gw.store.delete_connection(cid):
+        raise GatewayError(f"No connection '{cid}'.", status=404, code="not_found", param="id")
+    await gw.refresh()
+    return {"deleted": cid}
+
+
+class ModelIn(BaseModel):
+    """A model of a custom provider; prices in USD per 1M tokens (PROV-2)."""
+
+    id: str = Field(min_length=1)
+    name: str | None = None
+    input_price: float | None = Field(default=None, ge=0)
+    output_price: float | None = Field(default=None, ge=0)
+    context_window: int | None = Field(default=None, ge=1)
+    max_output_tokens: int | None = Field(default=None, ge=1)
+    capabilities: (
+        list[Literal["tools", "vision", "reasoning", "structured_output", "embeddings", "audio"]] | None
+    ) = None
+    tier: Literal["free", "standard", "premium"] | None = None
+
+
+class ProviderIn(BaseModel):
+    """A custom OpenAI-/Anthropic-/Gemini-compatible provider, or an override of a catalog one."""
+
+    id: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9._-]+$")
+    format: Literal["openai", "anthropic", "gemini"] | None = None
+    base_url: str | None = None
+    name: str | None = None
+    aliases: list[str] = Field(default_factory=list)
+    models: list[ModelIn] = Field(default_factory=list)
+
+
+@router.get("/api/providers")
+async def list_providers(gw: Admin) -> dict[str, Any]:
+    """Every provider of the effective catalog, with connected/simulated flags and models."""
+    reg = gw.registry
+    return {
+        "data": [
+            {
+                "id": p.id,
+                "name": p.name,
+                "format": p.format,
+                "base_url": p.base_url,
+                "aliases": list(p.aliases),
+                "connected": reg.is_connected(p.id),
+                "simulated": p.simulated,
+                "models": [
+                    {
+                        "id": m.id,
+                        "input_price": m.input_price,
+                        "output_price": m.output_price,
+                        "context_window": m.context_window,
+                        "max_output_tokens": m.max_output_tokens,
+                        "capabilities": sorted(m.capabilities),
+                        "tier": m.tier,
+                    }
+                    for m in p.models
+                ],
+            }
+            for p in reg.catalog.providers
+        ]
+    }
+
+
+@router.post("/api/providers", status_code=201)
+async def upsert_provider(body: ProviderIn, gw: Admin) -> dict[str, Any]:
+    """Add a custom provider or override catalog fields; a new provider needs ``base_url``."""
+    assert gw.store is not None
+    if gw.registry.catalog.provider(body.id) is None and not body.base_url:
+        raise InvalidRequest("base_url: required for a provider the catalog does not know.", param="base_url")
+    node = body.model_dump()
+    previous = [n for n in await gw.store.list_provider_nodes() if n["id"] == body.id]
+    await gw.store.upsert_provider_node(node)
+    try:
+        await gw.refresh()
+    except ValueError as exc:  # the merged catalog rejected it (alias clash, bad limits …)
+        if previous:
+            await gw.store.upsert_provider_node(previous[0])
+        else:
+            await gw.store.delete_provider_node(body.id)
+        await gw.refresh()
+        raise InvalidRequest(f"provider '{body.id}': {exc}", param="id") from None
+    return {"id": body.id, "stored": True}
+
+
+@router.delete("/api/providers/{pid}")
+async def delete_provider(pid: str, gw: Admin) -> dict[str, Any]:
+    """Remove a stored custom provider node (catalog providers stay)."""
+    assert gw.store is not None
+    if not await gw.store.delete_provider_node(pid):
+        raise GatewayError(f"No stored provider '{pid}'.", status=404, code="not_found", param="id")
+    await gw.refresh()
+    return {"deleted": pid}
