@@ -8,6 +8,7 @@ flushes and closes on ``lifespan.shutdown``.
 
 from __future__ import annotations
 
+import gc
 import logging
 from collections.abc import Awaitable, Callable
 
@@ -25,8 +26,9 @@ GwHandler = Callable[[Gateway, Scope, Receive, Send], Awaitable[None]]
 class OmniRouteApp:
     """The ASGI callable. ``gateway`` is available for tests and the CLI."""
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, *, tune_gc: bool = False) -> None:
         self.gateway = Gateway(config)
+        self.tune_gc = tune_gc
         self.admin = build_admin_app(self.gateway)
         self.post_routes: dict[str, GwHandler] = {
             "/v1/chat/completions": openai.chat_completions,
@@ -64,6 +66,13 @@ class OmniRouteApp:
         if not self.started:
             await self.gateway.start()
             self.started = True
+            if self.tune_gc:
+                # A long-running server: move everything loaded at start-up out of the collector's
+                # view and collect less often (full collections took ~140 ms each under load and were
+                # the main source of p99 latency; docs/BENCHMARKS.md).
+                gc.collect()
+                gc.freeze()
+                gc.set_threshold(50_000, 20, 100)
 
     async def stop(self) -> None:
         if self.started:
@@ -87,6 +96,7 @@ class OmniRouteApp:
                 return
 
 
-def create_app(config: Config | None = None) -> OmniRouteApp:
-    """Build the ASGI app for ``config`` (defaults when ``None``)."""
-    return OmniRouteApp(config or Config())
+def create_app(config: Config | None = None, *, tune_gc: bool = False) -> OmniRouteApp:
+    """Build the ASGI app for ``config`` (defaults when ``None``); ``tune_gc`` for a dedicated server
+    process (``omniroute serve``), not for apps embedded in a test process."""
+    return OmniRouteApp(config or Config(), tune_gc=tune_gc)

@@ -7,9 +7,11 @@ reaches it through the ASGI app.
 
 from __future__ import annotations
 
+import fnmatch
+import itertools
 import logging
+import os
 import time
-import uuid
 from collections import OrderedDict
 from collections.abc import Mapping
 from pathlib import Path
@@ -38,7 +40,8 @@ from omniroute.values import Candidate, ChatRequest, Usage
 
 log = logging.getLogger("omniroute")
 
-DECISIONS_IN_MEMORY = 10_000
+DECISIONS_IN_MEMORY = 2_000  # recent decisions served from memory; older ones from the store (OBS-2)
+KEY_MEMO_MAX = 10_000  # plaintext → record cache of valid keys, so a key is hashed once per snapshot
 
 
 class Gateway:
@@ -78,8 +81,12 @@ class Gateway:
         self.planner = Planner(self)
         self.simulated: SimulatedFleet | None = None
         self.keys_by_hash: dict[str, dict[str, Any]] = {}
+        self.keys_by_id: dict[str, dict[str, Any]] = {}
+        self._key_memo: dict[str, dict[str, Any]] = {}
+        self._rid_prefix = os.urandom(6).hex()
+        self._rid_counter = itertools.count(1)
         self.usage: BatchWriter[dict[str, Any]] | None = None
-        self.decision_writer: BatchWriter[tuple[str, float, dict[str, Any]]] | None = None
+        self.decision_writer: BatchWriter[Decision] | None = None
         self.decisions: OrderedDict[str, Decision] = OrderedDict()
         self.started_at = time.time()
         self.metrics = Metrics()
@@ -107,7 +114,7 @@ class Gateway:
             await self.redis_state.ready()
         self.usage = BatchWriter(self._write_usage, name="usage")
         self.usage.start()
-        self.decision_writer = BatchWriter(self.store.save_decisions, name="decisions")
+        self.decision_writer = BatchWriter(self._write_decisions, name="decisions")
         self.decision_writer.start()
 
     async def stop(self) -> None:
@@ -146,6 +153,8 @@ class Gateway:
             version=self.registry.version + 1,
         )
         self.keys_by_hash = {k["key_hash"]: k for k in await self.store.api_keys_for_auth()}
+        self.keys_by_id = {k["id"]: k for k in self.keys_by_hash.values()}
+        self._key_memo = {}
 
     async def state_ready(self) -> bool:
         """Whether the routing-state store answers (OBS-4): Redis answers a PING and the state is not
@@ -220,11 +229,16 @@ class Gateway:
             if self.config.server.require_api_key:
                 raise AuthenticationFailed("Missing API key: send 'Authorization: Bearer <key>'.")
             return None
+        rec = self._key_memo.get(key)
+        if rec is not None:
+            return rec
         rec = self.keys_by_hash.get(hash_key(key))
         if rec is None:
             if self.config.server.require_api_key:
                 raise AuthenticationFailed("Invalid API key.")
             return None
+        if len(self._key_memo) < KEY_MEMO_MAX:
+            self._key_memo[key] = rec
         return rec
 
     @staticmethod
@@ -232,20 +246,21 @@ class Gateway:
         """Per-key model allowlist (403) and budget (402) checks (API-8)."""
         if rec is None:
             return
-        import fnmatch
-
         allowed = rec.get("allowed_models") or ["*"]
+        budget = rec.get("budget_usd")
+        if budget is None and allowed == ["*"]:
+            return
         if not any(fnmatch.fnmatchcase(model.lower(), str(p).lower()) for p in allowed):
             raise PermissionDenied(
                 f"This API key may not use model '{model}' (allowed: {', '.join(allowed)}).", param="model"
             )
-        budget = rec.get("budget_usd")
         if budget is not None and float(rec.get("spent_usd") or 0) >= float(budget):
             raise BudgetExceeded(f"This API key has spent its budget of ${float(budget):.2f}.")
 
     # -- requests ----------------------------------------------------------------------------
     def new_request_id(self) -> str:
-        return "req_" + uuid.uuid4().hex[:24]
+        """A process-unique request id: a random per-process prefix and a counter (no syscall)."""
+        return f"req_{self._rid_prefix}{next(self._rid_counter):012x}"
 
     async def execute(self, req: ChatRequest) -> tuple[Outcome | StreamOutcome, Decision]:
         """Resolve ``req.model``, order candidates and run the attempt loop (SPEC §4, §5).
@@ -280,7 +295,7 @@ class Gateway:
         if len(self.decisions) > DECISIONS_IN_MEMORY:
             self.decisions.popitem(last=False)
         if self.decision_writer is not None:
-            self.decision_writer.put((decision.request_id, decision.ts, decision.to_dict()))
+            self.decision_writer.put(decision)
 
     async def get_decision(self, request_id: str) -> dict[str, Any] | None:
         d = self.decisions.get(request_id)
@@ -339,9 +354,14 @@ class Gateway:
             }
         )
         if req.api_key_id and cost and charge:
-            rec = next((r for r in self.keys_by_hash.values() if r["id"] == req.api_key_id), None)
+            rec = self.keys_by_id.get(req.api_key_id)
             if rec is not None:
                 rec["spent_usd"] = float(rec.get("spent_usd") or 0) + cost
+
+    async def _write_decisions(self, batch: list[Decision]) -> None:
+        """Decision sink: serialised here, off the request path (OBS-2)."""
+        assert self.store is not None
+        await self.store.save_decisions([(d.request_id, d.ts, d.to_dict()) for d in batch])
 
     async def _write_usage(self, rows: list[dict[str, Any]]) -> None:
         """Usage sink: one batch insert, then each key's spend added once per batch (API-8 budgets)."""
