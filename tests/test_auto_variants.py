@@ -9,7 +9,7 @@ from auto_support import make_gw, plan, provider
 from omniroute.errors import BudgetExceeded, InvalidRequest
 from omniroute.routing.auto.controls import estimated_cost_usd, parse_controls, resolve_effort
 from omniroute.routing.auto.variants import ADVERTISED_IDS, parse_auto_id
-from omniroute.values import Connection, ModelInfo
+from omniroute.values import ChatRequest, Connection, ModelInfo
 
 
 @pytest.mark.parametrize(
@@ -191,12 +191,17 @@ def test_adaptive_effort_from_the_current_turn() -> None:
 
 
 async def test_effort_header_sets_reasoning_effort_for_openai_upstreams_only() -> None:
-    gw = make_gw([provider("oa", "m", 1.0, 1.0)])
-    _, _, d = await plan(gw, headers={"X-OmniRoute-Effort": "auto"})
-    assert d.extra["auto"]["effort"] == "low"
-    gw = make_gw([provider("an", "m", 1.0, 1.0, fmt="anthropic")])
-    _, _, d = await plan(gw, headers={"X-OmniRoute-Effort": "auto"})
-    assert "effort" not in d.extra["auto"]
+    """AUTO-7: the resolved effort is applied per candidate, only to OpenAI-format upstreams."""
+    gw = make_gw([provider("oa", "m", 1.0, 1.0), provider("an", "m", 2.0, 2.0, fmt="anthropic")])
+    cands, opts, d = await plan(gw, headers={"X-OmniRoute-Effort": "auto"})
+    assert d.extra["auto"]["effort"] == "low" and opts.prepare is not None
+    by_format = {c.provider.format: c for c in cands}
+    req = ChatRequest(body={"messages": [{"role": "user", "content": "hi"}]}, model="auto")
+    assert opts.prepare(by_format["openai"], req).body["reasoning_effort"] == "low"
+    assert "reasoning_effort" not in opts.prepare(by_format["anthropic"], req).body
+    assert "reasoning_effort" not in req.body
+    _, opts, _ = await plan(gw)
+    assert opts.prepare is None
 
 
 async def test_precall_check_runs_before_scoring() -> None:

@@ -14,8 +14,9 @@ from collections.abc import Awaitable, Callable
 
 from omniroute.api import anthropic_surface, embeddings, gemini_surface, openai, responses_surface
 from omniroute.api.admin import build_admin_app
-from omniroute.api.asgi import Receive, Scope, Send
-from omniroute.config import Config
+from omniroute.api.asgi import Message, Receive, Scope, Send, send_json
+from omniroute.config import Config, ConfigError
+from omniroute.errors import GatewayError, PayloadTooLarge
 from omniroute.gateway import Gateway
 
 log = logging.getLogger("omniroute")
@@ -44,22 +45,50 @@ class OmniRouteApp:
         if kind == "http":
             path: str = scope["path"]
             method: str = scope["method"]
-            if method == "POST":
-                handler = self.post_routes.get(path)
-                if handler is not None:
-                    await handler(self.gateway, scope, receive, send)
+            handler = self.post_routes.get(path)
+            if handler is None and gemini_surface.matches(path):
+                handler = gemini_surface.handle
+            if handler is not None:
+                if method != "POST":
+                    await _method_not_allowed(scope, send)
                     return
-                if gemini_surface.matches(path):
-                    await gemini_surface.handle(self.gateway, scope, receive, send)
-                    return
-            elif method == "GET" and (path == "/v1/models" or path.startswith("/v1/models/")):
+                await self._guarded(handler, scope, receive, send)
+                return
+            if method == "GET" and (path == "/v1/models" or path.startswith("/v1/models/")):
                 await openai.list_models(self.gateway, scope, receive, send)
+                return
+            declared = dict(scope["headers"]).get(b"content-length", b"")
+            if declared.isdigit() and int(declared) > self.gateway.max_body_bytes:
+                err = PayloadTooLarge(
+                    f"Request body exceeds the limit of {self.gateway.config.server.max_body_mb:g} "
+                    "MB (server.max_body_mb)."
+                )
+                await send_json(send, 413, openai.openai_error(err))
                 return
             await self.admin(scope, receive, send)
         elif kind == "lifespan":
             await self._lifespan(receive, send)
         else:  # websocket: not served
             await send({"type": "websocket.close", "code": 1003})
+
+    async def _guarded(self, handler: GwHandler, scope: Scope, receive: Receive, send: Send) -> None:
+        """Run a hot-path handler; an unexpected exception becomes a 500 in the OpenAI error shape
+        (logged with its traceback) instead of a dropped connection or a plain-text page."""
+        started = False
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await handler(self.gateway, scope, receive, tracking_send)
+        except Exception:
+            log.exception("unexpected error on %s %s", scope["method"], scope["path"])
+            if not started:
+                err = GatewayError("Internal gateway error; the request id is in the logs.")
+                await send_json(send, 500, openai.openai_error(err))
 
     async def start(self) -> None:
         """Start the gateway (idempotent); used by the lifespan and by in-process tests."""
@@ -85,6 +114,10 @@ class OmniRouteApp:
             if msg["type"] == "lifespan.startup":
                 try:
                     await self.start()
+                except ConfigError as exc:
+                    log.error("invalid configuration:\n%s", exc)
+                    await send({"type": "lifespan.startup.failed", "message": str(exc)})
+                    return
                 except Exception as exc:
                     log.exception("start-up failed")
                     await send({"type": "lifespan.startup.failed", "message": str(exc)})
@@ -94,6 +127,16 @@ class OmniRouteApp:
                 await self.stop()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
+
+
+async def _method_not_allowed(scope: Scope, send: Send) -> None:
+    err = GatewayError(
+        f"Method {scope['method']} not allowed on {scope['path']}; use POST.",
+        status=405,
+        code="method_not_allowed",
+    )
+    err.type = "invalid_request_error"
+    await send_json(send, 405, openai.openai_error(err), [(b"allow", b"POST")])
 
 
 def create_app(config: Config | None = None, *, tune_gc: bool = False) -> OmniRouteApp:

@@ -10,6 +10,7 @@ Every error a client can see is a :class:`GatewayError`; it carries the HTTP ``s
     ├── ClientError                   the request itself is wrong; never falls back (RESIL-5)
     │   ├── InvalidRequest            400, names the field (API-6)
     │   ├── PayloadTooLarge           413 (server.max_body_mb)
+    │   ├── RequestTimeout            408 the body did not arrive in time
     │   ├── AuthenticationFailed      401 (API-8)
     │   ├── PermissionDenied          403 model not in the key's allowlist (API-8)
     │   ├── BudgetExceeded            402 key budget or strict per-request budget (API-8, AUTO-7)
@@ -82,6 +83,13 @@ class PayloadTooLarge(ClientError):
 
     status = 413
     code = "request_too_large"
+
+
+class RequestTimeout(ClientError):
+    """408 when the client does not send the body it announced in time."""
+
+    status = 408
+    code = "request_timeout"
 
 
 class AuthenticationFailed(ClientError):

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from omniroute import bootstrap
-from omniroute.config import Config
+from omniroute.config import Config, ConfigError
 from omniroute.errors import AuthenticationFailed, BudgetExceeded, PermissionDenied
 from omniroute.observe.batch import BatchWriter
 from omniroute.observe.metrics import Metrics
@@ -107,6 +107,7 @@ class Gateway:
                 ", ".join(self.simulated.provider_ids),
             )
         await self.refresh()
+        self._check_config_references()
         from omniroute.routing.combos import log_shadowing
 
         log_shadowing(self)  # SPEC §4: one line listing every combo that shadows a model id
@@ -116,6 +117,33 @@ class Gateway:
         self.usage.start()
         self.decision_writer = BatchWriter(self._write_decisions, name="decisions")
         self.decision_writer.start()
+
+    def _check_config_references(self) -> None:
+        """Checks the config schema cannot make (OPS-2): every connection names a known provider and
+        every non-auto combo has targets. Raises :class:`ConfigError` naming the key; warns about API
+        keys whose secret is empty (an unset ``${ENV}`` reference admits nobody)."""
+        errors: list[tuple[str, str]] = []
+        for i, c in enumerate(self.config.connections):
+            if self.catalog.provider(c.provider) is None:
+                errors.append(
+                    (
+                        f"connections[{i}].provider",
+                        f"unknown provider '{c.provider}' (not in the "
+                        "catalog, the config's providers or the stored providers)",
+                    )
+                )
+        for i, combo in enumerate(self.config.combos):
+            if not combo.targets and combo.strategy != "auto":
+                errors.append((f"combos[{i}].targets", f"combo '{combo.name}' needs at least one target"))
+        if errors:
+            raise ConfigError(errors)
+        for i, k in enumerate(self.config.api_keys):
+            if not k.key:
+                log.warning(
+                    "api_keys[%d] (%s): the key is empty (unset ${ENV} reference?); it admits nobody",
+                    i,
+                    k.name,
+                )
 
     async def stop(self) -> None:
         """Flush usage and decisions (nothing lost), close the upstream client, the simulated fleet and

@@ -6,12 +6,13 @@ path reads the body and writes responses itself with these few helpers.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any
 
 import orjson
 
-from omniroute.errors import InvalidRequest, PayloadTooLarge
+from omniroute.errors import InvalidRequest, PayloadTooLarge, RequestTimeout
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -40,8 +41,25 @@ def query_map(scope: Scope) -> dict[str, str]:
     return dict(parse_qsl(qs.decode("latin-1"))) if qs else {}
 
 
-async def read_body(receive: Receive, limit: int) -> bytes:
-    """The whole request body; raises :class:`PayloadTooLarge` past ``limit`` bytes (OPS-2 max_body_mb)."""
+BODY_TIMEOUT_S = 30.0  # a client that declares a body and stops sending gets 408 after this
+
+
+async def read_body(receive: Receive, limit: int, declared: str | None = None) -> bytes:
+    """The whole request body; raises :class:`PayloadTooLarge` past ``limit`` bytes (OPS-2
+    max_body_mb), at once when the declared ``Content-Length`` is already larger, and
+    :class:`RequestTimeout` when the body does not arrive within :data:`BODY_TIMEOUT_S`."""
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise PayloadTooLarge(
+            f"Request body exceeds the limit of {limit / (1024 * 1024):g} MB (server.max_body_mb)."
+        )
+    try:
+        async with asyncio.timeout(BODY_TIMEOUT_S):
+            return await _read_body(receive, limit)
+    except TimeoutError:
+        raise RequestTimeout(f"The request body did not arrive within {BODY_TIMEOUT_S:g} s.") from None
+
+
+async def _read_body(receive: Receive, limit: int) -> bytes:
     chunks: list[bytes] = []
     size = 0
     while True:
@@ -53,7 +71,7 @@ async def read_body(receive: Receive, limit: int) -> bytes:
             size += len(chunk)
             if size > limit:
                 raise PayloadTooLarge(
-                    f"Request body exceeds the limit of {limit // (1024 * 1024)} MB (server.max_body_mb).",
+                    f"Request body exceeds the limit of {limit / (1024 * 1024):g} MB (server.max_body_mb).",
                 )
             chunks.append(chunk)
         if not msg.get("more_body", False):
@@ -101,6 +119,19 @@ async def send_json(send: Send, status: int, obj: Any, headers: Iterable[tuple[b
     await send_bytes(send, status, orjson.dumps(obj), headers)
 
 
+_CONTROL = bytes(range(0x20)) + b"\x7f"
+MAX_HEADER_VALUE = 2048  # bytes; longer values (e.g. a huge decision summary) are truncated
+
+
+def header_value(v: str) -> bytes:
+    """A header value that is always valid on the wire: latin-1 (others → ``?``), no control
+    characters, at most :data:`MAX_HEADER_VALUE` bytes."""
+    b = v.encode("latin-1", "replace")
+    if not v.isprintable():
+        b = b.translate(None, _CONTROL)
+    return b[:MAX_HEADER_VALUE]
+
+
 def encode_headers(headers: dict[str, str]) -> list[tuple[bytes, bytes]]:
-    """``{name: value}`` → ASGI header pairs (latin-1)."""
-    return [(k.lower().encode("latin-1"), v.encode("latin-1", "replace")) for k, v in headers.items()]
+    """``{name: value}`` → ASGI header pairs, values made safe by :func:`header_value`."""
+    return [(k.lower().encode("latin-1"), header_value(v)) for k, v in headers.items()]

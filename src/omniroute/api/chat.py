@@ -18,7 +18,7 @@ from typing import Any, Protocol
 import orjson
 
 from omniroute.api.asgi import SSE_HEADERS, Receive, Send, encode_headers, send_bytes
-from omniroute.errors import GatewayError, UpstreamError
+from omniroute.errors import GatewayError, InvalidRequest, UpstreamError
 from omniroute.gateway import Gateway
 from omniroute.providers.upstream import UpstreamResponse
 from omniroute.routing.decision import Decision
@@ -257,6 +257,22 @@ async def _watch_disconnect(receive: Receive, task: asyncio.Task[Any]) -> bool:
             return True
 
 
+MAX_MODEL_ID_CHARS = 256  # longer ids are rejected: they are echoed in routing headers (API-7)
+
+
+def check_model_id(model: Any) -> None:
+    """A routable model id is a string of at most 256 printable characters (API-6: 400 naming
+    ``model``); control characters would otherwise reach response headers and upstream URLs."""
+    if not isinstance(model, str):
+        raise InvalidRequest("'model' must be a string.", param="model")
+    if len(model) > MAX_MODEL_ID_CHARS:
+        raise InvalidRequest(
+            f"'model' is too long ({len(model)} > {MAX_MODEL_ID_CHARS} characters).", param="model"
+        )
+    if not model.isprintable():
+        raise InvalidRequest("'model' contains control characters.", param="model")
+
+
 def chat_request(
     body: dict[str, Any],
     headers: Mapping[str, str],
@@ -269,6 +285,7 @@ def chat_request(
     """Build the canonical request: ``X-Route-Model`` overrides ``body.model`` (SPEC §4); tags from
     ``X-OmniRoute-Tags`` (COMBO-4); session from ``X-Session-Id``/``X-OmniRoute-Session`` (AUTO-5a)."""
     model = headers.get("x-route-model") or body.get("model") or ""
+    check_model_id(model)
     so = body.get("stream_options") or {}
     tags = tuple(t.strip() for t in headers.get("x-omniroute-tags", "").split(",") if t.strip())
     return ChatRequest(

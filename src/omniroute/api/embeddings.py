@@ -50,7 +50,10 @@ async def embeddings(gw: Gateway, scope: Scope, receive: Receive, send: Send) ->
     req_id = headers.get("x-request-id") or gw.new_request_id()
     try:
         key = gw.authenticate(headers)
-        body = parse_json_object(await read_body(receive, gw.max_body_bytes), headers.get("content-type"))
+        body = parse_json_object(
+            await read_body(receive, gw.max_body_bytes, headers.get("content-length")),
+            headers.get("content-type"),
+        )
         _validate(body)
         req = chat_request(body, headers, client_format="openai", request_id=req_id, api_key=key)
         gw.check_key_allows(key, req.model)

@@ -107,9 +107,17 @@ def keys_create(
 ) -> None:
     """Create a client API key and print it once (it is stored hashed)."""
     from omniroute.cli.keys import create_key
+    from omniroute.store.errors import StoreConflict
 
+    if not name.strip():
+        err_console.print("[red]The key name must not be empty.[/red]")
+        raise typer.Exit(2)
     cfg = _load(config)
-    plaintext = asyncio.run(create_key(cfg, name, tuple(allowed_models or ["*"]), budget_usd))
+    try:
+        plaintext = asyncio.run(create_key(cfg, name, tuple(allowed_models or ["*"]), budget_usd))
+    except StoreConflict as exc:
+        err_console.print(f"[red]Cannot create key:[/red] {exc}")
+        raise typer.Exit(1) from None
     console.print(f"Created key '{name}'. It is shown once; store it now:")
     print(plaintext)
 

@@ -242,6 +242,14 @@ def check_combo(
         raise ComboInvalid(f"name must be at most {MAX_NAME_CHARS} characters", "name")
     if name.lower().startswith("combo/"):
         raise ComboInvalid("name must not start with 'combo/' (that prefix addresses combos)", "name")
+    if not name.isprintable():
+        raise ComboInvalid("name must not contain control characters", "name")
+    if name.lower() == "auto" or name.lower().startswith("auto/"):
+        raise ComboInvalid(
+            "name 'auto' and 'auto/…' are reserved for auto routing (AUTO-1); "
+            "use strategy 'auto' with another name",
+            "name",
+        )
     try:
         strategy = canonical_strategy(data.get("strategy", "priority"), strict=True)
     except ValueError as exc:

@@ -484,9 +484,12 @@ class Engine:
                 f"All {len(decision.attempts)} attempt(s) for '{decision.requested_model}' failed; "
                 f"last: {last.message}"
             )
-        return ExhaustedError(
+        err_type = "rate_limit_error" if status == 429 else "server_error"
+        exhausted = ExhaustedError(
             msg, code=code, status=status, headers=headers, extra={"diagnostics": diag.to_dict()}
         )
+        exhausted.type = err_type
+        return exhausted
 
 
 async def _call_hook(hook: Callable[[Candidate], Any] | None, cand: Candidate) -> None:

@@ -87,6 +87,12 @@ def resolve(reg: Registry, model: str) -> Plan:
     if "/" in model:
         prefix, rest = model.split("/", 1)
         provider = reg.catalog.provider(prefix)
+        if provider is not None and not rest:
+            raise ModelNotFound(
+                f"The model '{model}' names provider '{provider.id}' but no model after the "
+                "'/'. GET /v1/models lists the ids this gateway serves.",
+                param="model",
+            )
         if provider is not None:
             if not reg.is_connected(provider.id):
                 raise ModelNotFound(

@@ -224,6 +224,21 @@ def validate(body: Mapping[str, Any], *, model_required: bool = True) -> None:
     prev = body.get("previous_response_id")
     if prev is not None and (not isinstance(prev, str) or not prev):
         raise _bad("previous_response_id", "'previous_response_id' must be a response id string.")
+    inp = body.get("input")
+    if not isinstance(inp, str | list) or (isinstance(inp, list) and not inp):
+        raise _bad("input", "'input' must be a string or a non-empty array of input items.")
+    instructions = body.get("instructions")
+    if instructions is not None and not isinstance(instructions, str):
+        raise _bad("instructions", "'instructions' must be a string.")
+    for name in ("reasoning", "text", "metadata"):
+        if body.get(name) is not None and not isinstance(body[name], dict):
+            raise _bad(name, f"'{name}' must be an object.")
+    effort = (body.get("reasoning") or {}).get("effort")
+    if effort is not None and effort not in ("minimal", "low", "medium", "high"):
+        raise _bad("reasoning.effort", "'reasoning.effort' must be one of minimal, low, medium, high.")
+    include = body.get("include")
+    if include is not None and not (isinstance(include, list) and all(isinstance(i, str) for i in include)):
+        raise _bad("include", "'include' must be an array of strings.")
 
 
 def to_canonical(

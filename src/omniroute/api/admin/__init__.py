@@ -16,6 +16,7 @@ from fastapi.responses import JSONResponse
 from omniroute.api.admin import auto, combos, connections, core, resilience
 from omniroute.errors import GatewayError, InvalidRequest
 from omniroute.gateway import Gateway
+from omniroute.store.errors import StoreConflict, StoreNotFound
 
 
 def _loc(loc: Any) -> str:
@@ -39,6 +40,34 @@ def build_admin_app(gw: Gateway) -> FastAPI:
             },
             status_code=exc.status,
             headers=exc.headers,
+        )
+
+    @app.exception_handler(StoreConflict)
+    async def _conflict(request: Request, exc: StoreConflict) -> JSONResponse:
+        return JSONResponse(
+            {
+                "error": {
+                    "message": str(exc),
+                    "type": "invalid_request_error",
+                    "code": "conflict",
+                    "param": "name",
+                }
+            },
+            status_code=409,
+        )
+
+    @app.exception_handler(StoreNotFound)
+    async def _missing(request: Request, exc: StoreNotFound) -> JSONResponse:
+        return JSONResponse(
+            {
+                "error": {
+                    "message": str(exc),
+                    "type": "invalid_request_error",
+                    "code": "not_found",
+                    "param": None,
+                }
+            },
+            status_code=404,
         )
 
     @app.exception_handler(RequestValidationError)

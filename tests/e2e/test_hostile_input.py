@@ -1,0 +1,161 @@
+"""Regression tests for hostile or careless input found by trying the product as a new user: every
+case gets a clear error in the client's wire format, never a 500, a dropped connection or a hang
+(API-6, API-8, OPS-2)."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+import pytest
+
+from omniroute.config import ConfigError, config_from_dict
+from omniroute.testing.gateway import GatewayThread
+
+
+def post(gw: GatewayThread, path: str, body: object, **kw: object) -> httpx.Response:
+    return httpx.post(f"{gw.url}{path}", json=body, timeout=10, **kw)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "bad", ["local-o/model-o\u0000x", "local-o/model-o\nX-Evil: 1", "local-o/\u0001", "x" * 300]
+)
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/messages", "/v1/responses", "/v1/embeddings"])
+def test_control_characters_or_huge_model_ids_are_400_not_a_dropped_connection(
+    gateway: GatewayThread, bad: str, path: str
+) -> None:
+    """API-6: a model id with control characters or over 256 characters is a 400 naming ``model``."""
+    body: dict[str, object] = {
+        "model": bad,
+        "max_tokens": 10,
+        "messages": [{"role": "user", "content": "hi"}],
+        "input": "hi",
+    }
+    r = post(gateway, path, body)
+    assert r.status_code == 400, r.text
+    text = r.text
+    assert "model" in text and "Traceback" not in text
+
+
+def test_provider_without_model_part_is_404(gateway: GatewayThread) -> None:
+    r = post(
+        gateway, "/v1/chat/completions", {"model": "local-o/", "messages": [{"role": "user", "content": "x"}]}
+    )
+    assert r.status_code == 404 and r.json()["error"]["param"] == "model"
+
+
+@pytest.mark.parametrize(
+    ("patch", "param"),
+    [
+        ({"reasoning": "x"}, "reasoning"),
+        ({"reasoning": {"effort": "bogus"}}, "reasoning.effort"),
+        ({"instructions": 5}, "instructions"),
+        ({"input": []}, "input"),
+        ({"text": 5}, "text"),
+        ({"include": "x"}, "include"),
+    ],
+)
+@pytest.mark.parametrize("stream", [False, True])
+def test_responses_bad_fields_are_400(
+    gateway: GatewayThread, patch: dict[str, object], param: str, stream: bool
+) -> None:
+    """API-4/API-6: invalid Responses fields are a 400 naming the field, streaming or not."""
+    r = post(gateway, "/v1/responses", {"model": "local-o/model-o", "input": "hi", "stream": stream, **patch})
+    assert r.status_code == 400, r.text
+    assert param in r.text
+
+
+def test_declared_oversized_body_is_413_at_once(gateway: GatewayThread) -> None:
+    """OPS-2 max_body_mb: a Content-Length over the cap is refused from the header, without waiting."""
+    with socket.create_connection(("127.0.0.1", gateway.port), timeout=5) as s:
+        s.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 99999999999\r\n\r\n{"
+        )
+        t0 = time.monotonic()
+        data = s.recv(4096)
+        assert time.monotonic() - t0 < 2
+    assert b" 413 " in data.split(b"\r\n")[0]
+
+
+def test_management_api_honours_max_body_mb(make_gateway: Callable[..., GatewayThread]) -> None:
+    """OPS-2: the body cap applies to /api/* too."""
+    gw = make_gateway({"server": {"max_body_mb": 0.01}})
+    r = post(
+        gw,
+        "/api/combos",
+        {
+            "name": "big",
+            "strategy": "priority",
+            "description": "x" * 20000,
+            "targets": [{"model": "local-o/model-o"}],
+        },
+    )
+    assert r.status_code == 413
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/v1/chat/completions",
+        "/v1/messages",
+        "/v1/responses",
+        "/v1/embeddings",
+        "/v1beta/models/x:generateContent",
+    ],
+)
+def test_wrong_method_is_405_with_allow(gateway: GatewayThread, path: str) -> None:
+    r = httpx.get(f"{gateway.url}{path}", timeout=5)
+    assert r.status_code == 405 and r.headers["allow"] == "POST"
+
+
+def test_duplicate_key_name_is_409_not_500(gateway: GatewayThread) -> None:
+    """API-8: creating a key whose name exists is a clear 409."""
+    assert post(gateway, "/api/keys", {"name": "dup"}).status_code == 201
+    r = post(gateway, "/api/keys", {"name": "dup"})
+    assert r.status_code == 409 and r.json()["error"]["code"] == "conflict"
+
+
+@pytest.mark.parametrize("name", ["auto", "auto/coding", "bad\nname"])
+def test_reserved_or_unprintable_combo_names_are_400(gateway: GatewayThread, name: str) -> None:
+    """COMBO-1/AUTO-1: a combo may not take over `auto` routing or carry control characters."""
+    r = post(
+        gateway,
+        "/api/combos",
+        {"name": name, "strategy": "priority", "targets": [{"model": "local-o/model-o"}]},
+    )
+    assert r.status_code == 400 and r.json()["error"]["param"] == "name"
+
+
+def test_all_cooling_down_429_has_rate_limit_type(gateway: GatewayThread) -> None:
+    """RESIL-7: a 429 exhaustion error is typed rate_limit_error."""
+    body = {"model": "local-o/model-o+fail-429-retry-30", "messages": [{"role": "user", "content": "x"}]}
+    r = post(gateway, "/v1/chat/completions", body)
+    assert r.status_code == 429 and r.json()["error"]["type"] == "rate_limit_error"
+
+
+def test_connection_to_unknown_provider_stops_the_start(tmp_path: Path) -> None:
+    """OPS-2: a connection naming an unknown provider fails at start with the key path."""
+    cfg = config_from_dict(
+        {
+            "database_url": f"sqlite:///{tmp_path}/x.db",
+            "connections": [{"id": "c1", "provider": "nope", "api_key": "k"}],
+        },
+        env={},
+    )
+    import asyncio
+
+    from omniroute.gateway import Gateway
+
+    async def start() -> None:
+        gw = Gateway(cfg)
+        try:
+            await gw.start()
+        finally:
+            await gw.stop()
+
+    with pytest.raises(ConfigError, match=r"connections\[0\]\.provider"):
+        asyncio.run(start())
