@@ -276,17 +276,16 @@ def test_fusion_judge_stream_keeps_stream_flag_and_sums_usage(
 
 
 def test_fusion_config_errors_are_400(make_gateway: Callable[..., GatewayThread]) -> None:
-    gt = gateway_with(
-        make_gateway,
-        combo("fuse-big", "fusion", PANEL, fusionTuning={"maxPanel": 2}),
-        combo("fuse-empty", "fusion", []),
-        combo("pipe-empty", "pipeline", []),
-    )
+    """COMBO-5/COMBO-6: a panel over maxPanel is a 400 per request; an empty fusion or pipeline is
+    refused with a 400 when created through the API (and stops the start when declared in config)."""
+    gt = gateway_with(make_gateway, combo("fuse-big", "fusion", PANEL, fusionTuning={"maxPanel": 2}))
     r = chat(gt, {"model": "fuse-big", "messages": QUESTION})
     assert r.status_code == 400 and "maxPanel" in r.json()["error"]["message"]
-    for name in ("fuse-empty", "pipe-empty"):
-        r = chat(gt, {"model": name, "messages": QUESTION})
-        assert r.status_code == 400 and "at least one" in r.json()["error"]["message"]
+    for name, strategy in (("fuse-empty", "fusion"), ("pipe-empty", "pipeline")):
+        r = httpx.post(
+            f"{gt.url}/api/combos", json={"name": name, "strategy": strategy, "targets": []}, timeout=10
+        )
+        assert r.status_code == 400 and r.json()["error"]["param"] == "targets"
 
 
 def test_fusion_member_may_be_a_combo_ref(

@@ -159,3 +159,49 @@ def test_connection_to_unknown_provider_stops_the_start(tmp_path: Path) -> None:
 
     with pytest.raises(ConfigError, match=r"connections\[0\]\.provider"):
         asyncio.run(start())
+
+
+@pytest.mark.parametrize(
+    ("patch", "param"),
+    [
+        ({"generationConfig": {"temperature": 99}}, "generationConfig.temperature"),
+        ({"generationConfig": {"maxOutputTokens": -1}}, "generationConfig.maxOutputTokens"),
+        ({"systemInstruction": 5}, "systemInstruction"),
+    ],
+)
+def test_gemini_surface_validates_like_openai(
+    gateway: GatewayThread, patch: dict[str, object], param: str
+) -> None:
+    """API-6 on the Gemini surface: the same limits as chat completions, naming the Gemini field."""
+    body = {"contents": [{"role": "user", "parts": [{"text": "hi"}]}], **patch}
+    r = post(gateway, "/v1beta/models/local-o/model-o:generateContent", body)
+    assert r.status_code == 400, r.text
+    assert param in r.text
+
+
+@pytest.mark.parametrize(
+    ("messages", "param"),
+    [
+        ([{"role": "user", "content": [{"type": "weird"}]}], "messages[0].content[0].type"),
+        (
+            [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": 123}}]}],
+            "messages[0].content[0].image_url.url",
+        ),
+        ([{"role": "user", "content": "x"}, {"role": "tool", "content": "r"}], "messages[1].tool_call_id"),
+        ([{"role": "assistant", "content": "x", "tool_calls": "x"}], "messages[0].tool_calls"),
+    ],
+)
+def test_chat_message_shapes_are_validated(
+    gateway: GatewayThread, messages: list[object], param: str
+) -> None:
+    r = post(gateway, "/v1/chat/completions", {"model": "local-o/model-o", "messages": messages})
+    assert r.status_code == 400 and r.json()["error"]["param"] == param
+
+
+def test_embeddings_to_a_combo_is_a_clear_400(make_gateway: Callable[..., GatewayThread]) -> None:
+    """API-5: embeddings route to provider/model or bare ids; a combo name gets a 400 that says so."""
+    gw = make_gateway(
+        {"combos": [{"name": "cx", "strategy": "priority", "targets": [{"model": "local-o/model-o"}]}]}
+    )
+    r = post(gw, "/v1/embeddings", {"model": "cx", "input": "hi"})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "model"

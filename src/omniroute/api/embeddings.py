@@ -65,6 +65,12 @@ async def embeddings(gw: Gateway, scope: Scope, receive: Receive, send: Send) ->
     try:
         plan = resolve(gw.registry, req.model)
         decision.route = plan.route
+        if not plan.targets:
+            raise InvalidRequest(
+                f"'{req.model}' is a {plan.kind} route; embeddings go to a provider/model id or a "
+                "bare catalog model id that serves embeddings (API-5).",
+                param="model",
+            )
         cands = [c for c in gw.planner.expand(plan.targets, decision) if c.provider.format == "openai"]
         result = await gw.resilience.filter(cands, LadderContext(now=time.time()))
         decision.exclusions.extend(result.exclusions)

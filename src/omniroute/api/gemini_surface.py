@@ -28,6 +28,7 @@ from omniroute.api.asgi import (
     send_json,
 )
 from omniroute.api.chat import chat_request, run_chat, send_error
+from omniroute.api.validate import validate_chat_body
 from omniroute.errors import GatewayError, InvalidRequest
 from omniroute.gateway import Gateway
 from omniroute.translate import gemini_in
@@ -86,6 +87,28 @@ def estimate_tokens(body: dict[str, Any]) -> int:
     return max(1, math.ceil(chars / 4) + media * MEDIA_TOKENS)
 
 
+_GEMINI_NAMES = {
+    "temperature": "generationConfig.temperature",
+    "top_p": "generationConfig.topP",
+    "max_tokens": "generationConfig.maxOutputTokens",
+    "n": "generationConfig.candidateCount",
+    "presence_penalty": "generationConfig.presencePenalty",
+    "frequency_penalty": "generationConfig.frequencyPenalty",
+    "stop": "generationConfig.stopSequences",
+}
+
+
+def _validate_canonical(canonical: dict[str, Any]) -> None:
+    """The translated request passes the same checks as an OpenAI one; errors name the Gemini field."""
+    try:
+        validate_chat_body(canonical, model_required=False)
+    except InvalidRequest as err:
+        name = _GEMINI_NAMES.get(err.param or "")
+        if name is None:
+            raise
+        raise InvalidRequest(err.message.replace(f"'{err.param}'", f"'{name}'"), param=name) from None
+
+
 async def handle(gw: Gateway, scope: Scope, receive: Receive, send: Send) -> None:
     """Serve one Gemini-style request (see the module docstring)."""
     t0 = time.perf_counter()
@@ -111,7 +134,11 @@ async def handle(gw: Gateway, scope: Scope, receive: Receive, send: Send) -> Non
                 [(b"x-request-id", req_id.encode("latin-1", "replace"))],
             )
             return
+        sysinst = body.get("systemInstruction", body.get("system_instruction"))
+        if sysinst is not None and not isinstance(sysinst, dict | str):
+            raise InvalidRequest("'systemInstruction' must be a Content object.", param="systemInstruction")
         canonical = gemini_in.to_canonical(body, model, stream=method == "streamGenerateContent")
+        _validate_canonical(canonical)
         req = chat_request(
             canonical, headers, client_format="gemini", request_id=req_id, api_key=key, raw=raw
         )

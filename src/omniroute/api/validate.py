@@ -13,6 +13,7 @@ from typing import Any
 from omniroute.errors import InvalidRequest
 
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+PART_TYPES = frozenset({"text", "image_url", "input_audio", "file", "refusal"})
 TOOL_CHOICES = frozenset({"none", "auto", "required"})
 RESPONSE_FORMATS = frozenset({"text", "json_object", "json_schema"})
 
@@ -66,11 +67,26 @@ def validate_chat_body(body: dict[str, Any], *, model_required: bool = True) -> 
             )
         if isinstance(content, list):
             for j, part in enumerate(content):
-                if not isinstance(part, dict) or not isinstance(part.get("type"), str):
+                if not isinstance(part, dict) or part.get("type") not in PART_TYPES:
                     raise _bad(
-                        f"messages[{i}].content[{j}]",
-                        f"'messages[{i}].content[{j}]' must be an object with a string 'type'.",
+                        f"messages[{i}].content[{j}].type",
+                        f"'messages[{i}].content[{j}]' must be an object whose 'type' is one of "
+                        f"{', '.join(sorted(PART_TYPES))}.",
                     )
+                if part["type"] == "image_url" and not isinstance(
+                    (part.get("image_url") or {}).get("url"), str
+                ):
+                    raise _bad(
+                        f"messages[{i}].content[{j}].image_url.url",
+                        f"'messages[{i}].content[{j}].image_url.url' must be a string URL or data URL.",
+                    )
+        tool_calls = m.get("tool_calls")
+        if tool_calls is not None and not isinstance(tool_calls, list):
+            raise _bad(f"messages[{i}].tool_calls", f"'messages[{i}].tool_calls' must be an array.")
+        if role == "tool" and not isinstance(m.get("tool_call_id"), str):
+            raise _bad(
+                f"messages[{i}].tool_call_id", f"'messages[{i}].tool_call_id' is required for role 'tool'."
+            )
         if content is None and role in ("user", "system", "developer"):
             raise _bad(f"messages[{i}].content", f"'messages[{i}].content' is required for role '{role}'.")
     for name, lo, hi in _NUMBER_RANGES:
@@ -93,6 +109,9 @@ def validate_chat_body(body: dict[str, Any], *, model_required: bool = True) -> 
         or (isinstance(stop, list) and len(stop) <= 4 and all(isinstance(s, str) for s in stop))
     ):
         raise _bad("stop", "'stop' must be a string or an array of up to 4 strings.")
+    lb = body.get("logit_bias")
+    if lb is not None and not isinstance(lb, dict):
+        raise _bad("logit_bias", "'logit_bias' must be an object mapping token ids to biases.")
     _validate_tools(body)
     rf = body.get("response_format")
     if rf is not None and (not isinstance(rf, dict) or rf.get("type") not in RESPONSE_FORMATS):
@@ -116,6 +135,11 @@ def _validate_tools(body: dict[str, Any]) -> None:
             if not isinstance(fn.get("name"), str) or not fn["name"]:
                 raise _bad(
                     f"tools[{i}].function.name", f"'tools[{i}].function.name' must be a non-empty string."
+                )
+            if fn.get("parameters") is not None and not isinstance(fn["parameters"], dict):
+                raise _bad(
+                    f"tools[{i}].function.parameters",
+                    f"'tools[{i}].function.parameters' must be a JSON Schema object.",
                 )
     tc = body.get("tool_choice")
     if tc is None:

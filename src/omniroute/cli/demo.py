@@ -2,22 +2,25 @@
 
 from __future__ import annotations
 
-import os
 import tempfile
 
 
 def run_demo(host: str, port: int) -> None:
-    """Serve on ``host:port`` with a throw-away SQLite database and print a working curl line."""
+    """Serve on ``host:port`` with a throw-away SQLite database (removed on exit) and print a working
+    curl line."""
+    with tempfile.TemporaryDirectory(prefix="omniroute-demo-") as tmp:
+        _serve(host, port, tmp)
+
+
+def _serve(host: str, port: int, tmp: str) -> None:
     import uvicorn
 
     from omniroute.app import create_app
     from omniroute.config import Config, ServerConfig
     from omniroute.simulated import SAMPLE_COMBO
 
-    tmp = tempfile.mkdtemp(prefix="omniroute-demo-")
     cfg = Config(server=ServerConfig(host=host, port=port), database_url=f"sqlite:///{tmp}/demo.db")
     app = create_app(cfg)
-    os.environ.setdefault("OMNIROUTE_DEMO", "1")
     print(
         f"OmniRoute demo: simulated providers, sample combo '{SAMPLE_COMBO}'. Try:\n"
         f"  curl -s http://{host}:{port}/v1/chat/completions -H 'Content-Type: application/json' "

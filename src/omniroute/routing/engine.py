@@ -484,7 +484,11 @@ class Engine:
                 f"All {len(decision.attempts)} attempt(s) for '{decision.requested_model}' failed; "
                 f"last: {last.message}"
             )
-        err_type = "rate_limit_error" if status == 429 else "server_error"
+        err_type = (
+            "rate_limit_error"
+            if status == 429
+            else ("invalid_request_error" if 400 <= status < 500 else "server_error")
+        )
         exhausted = ExhaustedError(
             msg, code=code, status=status, headers=headers, extra={"diagnostics": diag.to_dict()}
         )

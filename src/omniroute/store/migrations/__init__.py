@@ -19,7 +19,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.pool import NullPool
 
-from omniroute.store.db import create_engine, parse_database_url
+from omniroute.store.db import SQLITE_BUSY_TIMEOUT_MS, create_engine, parse_database_url
 
 __all__ = ["MIGRATIONS_DIR", "alembic_config", "current_revision", "head_revision", "migrate"]
 
@@ -73,16 +73,23 @@ async def migrate(url_or_engine: str | AsyncEngine) -> None:
         await engine.dispose()
 
 
+MIGRATION_BUSY_TIMEOUT_MS = 60_000  # SQLite: how long a starter waits for another's migration
+
+
 async def _migrate_engine(engine: AsyncEngine) -> None:
     cfg = alembic_config()
     async with engine.connect() as conn:
         if conn.dialect.name == "postgresql":
             await conn.execute(select(func.pg_advisory_xact_lock(_PG_MIGRATION_LOCK_ID)))
         elif conn.dialect.name == "sqlite":
-            # Take the write lock before reading alembic_version so two starters cannot both upgrade.
+            # Take the write lock before reading alembic_version so two starters cannot both upgrade;
+            # a starter may wait for another's whole migration, so allow longer than the usual timeout.
+            await conn.exec_driver_sql(f"PRAGMA busy_timeout={MIGRATION_BUSY_TIMEOUT_MS}")
             await conn.exec_driver_sql("BEGIN IMMEDIATE")
         await conn.run_sync(_upgrade, cfg)
         await conn.commit()
+        if conn.dialect.name == "sqlite":
+            await conn.exec_driver_sql(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
 
 
 async def current_revision(engine: AsyncEngine) -> str | None:
