@@ -33,6 +33,7 @@ def _setup_logging() -> None:
         level=os.environ.get("OMNIROUTE_LOG_LEVEL", "INFO").upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    logging.getLogger("alembic").setLevel(logging.WARNING)  # migration chatter on every start
 
 
 @app.command()
@@ -56,7 +57,7 @@ def serve(
         os.environ["OMNIROUTE_CONFIG"] = str(cfg.source_path)
     os.environ["OMNIROUTE_HOST"], os.environ["OMNIROUTE_PORT"] = cfg.server.host, str(cfg.server.port)
     console.print(
-        f"OmniRoute listening on http://{cfg.server.host}:{cfg.server.port}/v1 "
+        f"OmniRoute starting on http://{cfg.server.host}:{cfg.server.port}/v1 "
         f"(config: {cfg.source_path or 'none — simulated providers when nothing is configured'})"
     )
     uvicorn.run(
