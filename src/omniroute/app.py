@@ -119,7 +119,8 @@ class OmniRouteApp:
                     await send({"type": "lifespan.startup.failed", "message": str(exc)})
                     return
                 except Exception as exc:
-                    log.exception("start-up failed")
+                    log.error("start-up failed: %s: %s", type(exc).__name__, exc)
+                    log.debug("start-up failure details", exc_info=True)
                     await send({"type": "lifespan.startup.failed", "message": str(exc)})
                     return
                 await send({"type": "lifespan.startup.complete"})

@@ -205,3 +205,18 @@ def test_embeddings_to_a_combo_is_a_clear_400(make_gateway: Callable[..., Gatewa
     )
     r = post(gw, "/v1/embeddings", {"model": "cx", "input": "hi"})
     assert r.status_code == 400 and r.json()["error"]["param"] == "model"
+
+
+def test_infinite_key_budget_and_chain_extras_are_400(gateway: GatewayThread) -> None:
+    """API-8/RESIL-4: an infinite budget is not 'unlimited' by accident; unknown chain fields are named."""
+    r = httpx.post(
+        f"{gateway.url}/api/keys",
+        content=b'{"name": "inf", "budget_usd": Infinity}',
+        headers={"content-type": "application/json"},
+        timeout=5,
+    )
+    assert r.status_code == 400
+    r = post(gateway, "/api/fallback/chains", {"model": "m", "chain": [{"provider": "local-o", "bogus": 1}]})
+    assert r.status_code == 400 and "bogus" in r.json()["error"]["param"]
+    r = post(gateway, "/api/fallback/chains", {"model": "m" * 300, "chain": [{"provider": "local-o"}]})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "model"

@@ -90,7 +90,7 @@ class KeyCreate(BaseModel):
 
     name: str = Field(min_length=1, max_length=100)
     allowed_models: list[str] = Field(default_factory=lambda: ["*"])
-    budget_usd: float | None = Field(default=None, ge=0)
+    budget_usd: float | None = Field(default=None, ge=0, allow_inf_nan=False)
 
 
 @router.get("/api/keys", tags=["keys"])

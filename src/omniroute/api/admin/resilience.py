@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from omniroute.api.admin.core import Admin
 from omniroute.errors import GatewayError
@@ -43,6 +43,8 @@ async def resilience_reset(gw: Admin, body: ResetBody | None = None) -> dict[str
 class ChainEntry(BaseModel):
     """One chain entry (RESIL-4): provider, priority (lower first), enabled."""
 
+    model_config = ConfigDict(extra="forbid")
+
     provider: str = Field(min_length=1)
     priority: int | None = None
     enabled: bool = True
@@ -51,7 +53,8 @@ class ChainEntry(BaseModel):
 class ChainBody(BaseModel):
     """``POST /api/fallback/chains``: register (replace) the chain of one model id."""
 
-    model: str = Field(min_length=1)
+    model_config = ConfigDict(extra="forbid")
+    model: str = Field(min_length=1, max_length=256)
     chain: list[ChainEntry] = Field(min_length=1)
 
 
