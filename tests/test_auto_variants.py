@@ -150,9 +150,12 @@ def test_parse_controls_and_aliases() -> None:
         "auto",
         "7",
     )
-    c = parse_controls({"x-omniroute-budget": "-1", "x-omniroute-budget-fallback": "soft"})
+    c = parse_controls({"x-omniroute-budget-fallback": "soft"})
     assert c.budget_usd is None and c.budget_fallback == "cheapest"
-    assert parse_controls({"x-omniroute-budget": "nan"}).budget_usd is None
+    assert parse_controls({"x-omniroute-budget": "0"}).budget_usd == 0.0
+    for bad in ("-1", "nan", "abc", "inf"):
+        with pytest.raises(InvalidRequest, match="X-OmniRoute-Budget"):
+            parse_controls({"x-omniroute-budget": bad})
     assert parse_controls({"x-omniroute-budget-fallback": "maybe"}).budget_fallback is None
 
 

@@ -65,7 +65,7 @@ class OmniRouteApp:
                 )
                 await send_json(send, 413, openai.openai_error(err))
                 return
-            await self.admin(scope, receive, send)
+            await self.admin(scope, _capped(receive, self.gateway.max_body_bytes), send)
         elif kind == "lifespan":
             await self._lifespan(receive, send)
         else:  # websocket: not served
@@ -128,6 +128,24 @@ class OmniRouteApp:
                 await self.stop()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
+
+
+def _capped(receive: Receive, limit: int) -> Receive:
+    """``receive`` that raises :class:`PayloadTooLarge` once more than ``limit`` body bytes arrived
+    (chunked uploads have no Content-Length to check up front; OPS-2 max_body_mb)."""
+    seen = 0
+
+    async def wrapped() -> Message:
+        nonlocal seen
+        msg = await receive()
+        seen += len(msg.get("body", b""))
+        if seen > limit:
+            raise PayloadTooLarge(
+                f"Request body exceeds the limit of {limit / (1024 * 1024):g} MB (server.max_body_mb)."
+            )
+        return msg
+
+    return wrapped
 
 
 async def _method_not_allowed(scope: Scope, send: Send) -> None:

@@ -220,3 +220,57 @@ def test_infinite_key_budget_and_chain_extras_are_400(gateway: GatewayThread) ->
     assert r.status_code == 400 and "bogus" in r.json()["error"]["param"]
     r = post(gateway, "/api/fallback/chains", {"model": "m" * 300, "chain": [{"provider": "local-o"}]})
     assert r.status_code == 400 and r.json()["error"]["param"] == "model"
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/api/connections", {"id": "cz", "provider": "local-o", "api_key": "k", "max_concurrent": 2**70}),
+        ("/api/combos", {"name": "big", "targets": [{"model": "local-o/model-o"}], "config": {"a": 2**70}}),
+        ("/api/fallback/chains", {"model": "zz", "chain": [{"provider": "local-o", "priority": 2**70}]}),
+    ],
+)
+def test_integers_beyond_64_bits_are_400_not_500(gateway: GatewayThread, path: str, body: object) -> None:
+    """API-6 on the management API: out-of-range integers are a JSON 400, never a plain-text 500."""
+    r = post(gateway, path, body)
+    assert r.status_code == 400, r.text
+    assert r.json()["error"]["type"] == "invalid_request_error"
+
+
+def test_chunked_upload_over_the_cap_is_413_on_management_api(
+    make_gateway: Callable[..., GatewayThread],
+) -> None:
+    """OPS-2: a chunked body (no Content-Length) past max_body_mb is refused on /api/* too."""
+    gw = make_gateway({"server": {"max_body_mb": 0.01}})
+
+    def chunks():  # type: ignore[no-untyped-def]
+        yield b'{"name": "huge", "allowed_models": ["'
+        for _ in range(50):
+            yield b"x" * 1000
+        yield b'"]}'
+
+    r = httpx.post(
+        f"{gw.url}/api/keys", content=chunks(), headers={"content-type": "application/json"}, timeout=10
+    )
+    assert r.status_code == 413
+    assert all(k["name"] != "huge" for k in httpx.get(f"{gw.url}/api/keys", timeout=5).json()["data"])
+
+
+@pytest.mark.parametrize(
+    "url", ["x", "ftp://127.0.0.1/v1", "file:///etc/passwd", "http://127.0.0.1:99999/v1"]
+)
+def test_provider_base_url_must_be_http(gateway: GatewayThread, url: str) -> None:
+    r = post(gateway, "/api/providers", {"id": "pbad", "base_url": url, "models": [{"id": "m"}]})
+    assert r.status_code == 400 and "base_url" in r.json()["error"]["param"]
+
+
+def test_invalid_budget_header_is_400_not_ignored(gateway: GatewayThread) -> None:
+    """AUTO-7: a budget that is not a number ≥ 0 is a 400 naming the header."""
+    body = {"model": "auto", "messages": [{"role": "user", "content": "x"}]}
+    r = post(
+        gateway,
+        "/v1/chat/completions",
+        body,
+        headers={"x-omniroute-budget": "abc", "x-omniroute-budget-fallback": "strict"},
+    )
+    assert r.status_code == 400 and r.json()["error"]["param"] == "X-OmniRoute-Budget"

@@ -7,6 +7,7 @@ errors, which name the field.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -18,6 +19,8 @@ from omniroute.errors import GatewayError, InvalidRequest
 from omniroute.gateway import Gateway
 from omniroute.store.errors import StoreConflict, StoreNotFound
 
+log = logging.getLogger("omniroute.api")
+
 
 def _loc(loc: Any) -> str:
     parts = [str(p) for p in loc if p not in ("body", "query", "path")]
@@ -27,20 +30,58 @@ def _loc(loc: Any) -> str:
     return out or "body"
 
 
+def _error(status: int, message: str, kind: str, param: str | None) -> JSONResponse:
+    return JSONResponse(
+        {"error": {"message": message, "type": kind, "code": None, "param": param}}, status_code=status
+    )
+
+
+def _is_overflow(exc: BaseException | None) -> bool:
+    while exc is not None:
+        if isinstance(exc, OverflowError) or (isinstance(exc, TypeError) and "64-bit" in str(exc)):
+            return True
+        exc = exc.__cause__ or getattr(exc, "orig", None)
+    return False
+
+
 def build_admin_app(gw: Gateway) -> FastAPI:
     """The FastAPI app for everything outside the ``/v1`` hot path."""
     app = FastAPI(title="OmniRoute management API", version="0.1.0", docs_url="/docs", redoc_url=None)
 
     @app.exception_handler(GatewayError)
     async def _gateway_error(request: Request, exc: GatewayError) -> JSONResponse:
+        kind = exc.type if exc.status >= 500 or exc.type != "server_error" else "invalid_request_error"
         return JSONResponse(
             {
-                "error": {"message": exc.message, "type": exc.type, "code": exc.code, "param": exc.param},
+                "error": {"message": exc.message, "type": kind, "code": exc.code, "param": exc.param},
                 **exc.extra,
             },
             status_code=exc.status,
             headers=exc.headers,
         )
+
+    @app.exception_handler(400)
+    async def _bad_body(request: Request, exc: Exception) -> JSONResponse:
+        """FastAPI turns a failing body read into a 400; a body over the cap is a 413 (OPS-2)."""
+        cause = exc.__cause__
+        if isinstance(cause, GatewayError):
+            return await _gateway_error(request, cause)
+        detail = getattr(exc, "detail", None)
+        return _error(400, str(detail or "Bad request."), "invalid_request_error", "body")
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        """Out-of-range integers (SQLite/orjson overflow) are the client's 400; anything else is a
+        logged 500 in the JSON error shape, never a plain-text page."""
+        if _is_overflow(exc):
+            return _error(
+                400,
+                "A number in the request is out of range (integers must fit in 64 bits).",
+                "invalid_request_error",
+                "body",
+            )
+        log.exception("unexpected error on %s %s", request.method, request.url.path)
+        return _error(500, "Internal gateway error; see the gateway log.", "server_error", None)
 
     @app.exception_handler(StoreConflict)
     async def _conflict(request: Request, exc: StoreConflict) -> JSONResponse:

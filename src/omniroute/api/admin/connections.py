@@ -10,10 +10,10 @@ marked valid again when its secret is replaced (RESIL-2: "until an operator fixe
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter
-from pydantic import BaseModel, Field
+from pydantic import AfterValidator, BaseModel, Field
 
 from omniroute.api.admin.core import Admin
 from omniroute.errors import GatewayError, InvalidRequest
@@ -21,6 +21,29 @@ from omniroute.gateway import Gateway
 from omniroute.values import Connection
 
 router = APIRouter(tags=["connections"])
+
+
+MAX_PRICE = 100_000.0  # USD per 1M tokens; anything above is a typo, and it keeps costs finite
+MAX_TOKENS = 100_000_000
+
+
+def _http_url(v: str | None) -> str | None:
+    """``base_url`` must be an absolute http(s) URL with a host (PROV-2)."""
+    if v is None:
+        return v
+    from urllib.parse import urlsplit
+
+    try:
+        u = urlsplit(v)
+        port_ok = u.port is None or 0 < u.port < 65536
+    except ValueError:
+        raise ValueError("must be an http(s) URL like http://host:port/v1") from None
+    if u.scheme not in ("http", "https") or not u.hostname or not port_ok:
+        raise ValueError("must be an http(s) URL like http://host:port/v1")
+    return v
+
+
+HttpUrl = Annotated[str | None, AfterValidator(_http_url)]
 
 
 class ConnectionIn(BaseModel):
@@ -32,10 +55,10 @@ class ConnectionIn(BaseModel):
     auth_type: Literal["api_key", "oauth"] = "api_key"
     api_key: str | None = None
     access_token: str | None = None
-    expires_at: float | None = None
-    base_url: str | None = None
+    expires_at: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    base_url: HttpUrl = None
     default_model: str | None = None
-    priority: int = 1
+    priority: int = Field(default=1, ge=0, le=1_000_000)
     is_active: bool = True
     account_tier: Literal["ultra", "pro", "standard", "free"] = "standard"
     max_concurrent: int | None = Field(default=None, ge=1)
@@ -48,10 +71,10 @@ class ConnectionPatch(BaseModel):
     name: str | None = None
     api_key: str | None = None
     access_token: str | None = None
-    expires_at: float | None = None
-    base_url: str | None = None
+    expires_at: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    base_url: HttpUrl = None
     default_model: str | None = None
-    priority: int | None = None
+    priority: int | None = Field(default=None, ge=0, le=1_000_000)
     is_active: bool | None = None
     account_tier: Literal["ultra", "pro", "standard", "free"] | None = None
     max_concurrent: int | None = Field(default=None, ge=1)
@@ -129,10 +152,10 @@ class ModelIn(BaseModel):
 
     id: str = Field(min_length=1)
     name: str | None = None
-    input_price: float | None = Field(default=None, ge=0)
-    output_price: float | None = Field(default=None, ge=0)
-    context_window: int | None = Field(default=None, ge=1)
-    max_output_tokens: int | None = Field(default=None, ge=1)
+    input_price: float | None = Field(default=None, ge=0, le=MAX_PRICE)
+    output_price: float | None = Field(default=None, ge=0, le=MAX_PRICE)
+    context_window: int | None = Field(default=None, ge=1, le=MAX_TOKENS)
+    max_output_tokens: int | None = Field(default=None, ge=1, le=MAX_TOKENS)
     capabilities: (
         list[Literal["tools", "vision", "reasoning", "structured_output", "embeddings", "audio"]] | None
     ) = None
@@ -144,7 +167,7 @@ class ProviderIn(BaseModel):
 
     id: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9._-]+$")
     format: Literal["openai", "anthropic", "gemini"] | None = None
-    base_url: str | None = None
+    base_url: HttpUrl = None
     name: str | None = None
     aliases: list[str] = Field(default_factory=list)
     models: list[ModelIn] = Field(default_factory=list)

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from omniroute.errors import BudgetExceeded
+from omniroute.errors import BudgetExceeded, InvalidRequest
 from omniroute.routing.auto.packs import resolve_mode
 from omniroute.values import ModelInfo
 
@@ -72,17 +72,24 @@ def parse_budget_fallback(value: Any) -> str | None:
 
 
 def _budget(value: str | None) -> float | None:
-    if not value:
+    """The USD cap, or ``None`` without the header; a value that is not a finite number ≥ 0 is a 400
+    naming the header (a client asking for a cap must not be served without one)."""
+    if value is None or not value.strip():
         return None
     try:
         v = float(value)
     except ValueError:
-        return None
-    return v if math.isfinite(v) and v > 0 else None
+        v = math.nan
+    if not math.isfinite(v) or v < 0:
+        raise InvalidRequest(
+            f"X-OmniRoute-Budget must be a number of USD >= 0; got {value!r}.", param="X-OmniRoute-Budget"
+        )
+    return v
 
 
 def parse_controls(headers: Mapping[str, str]) -> RequestControls:
-    """Read the AUTO-7 headers (lower-case names) of one request; invalid values are ignored."""
+    """Read the AUTO-7 headers (lower-case names) of one request; an invalid budget is a 400, an
+    unknown mode or fallback name is ignored."""
     effort = headers.get("x-omniroute-effort", "").strip().lower()
     return RequestControls(
         mode=resolve_mode(headers.get("x-omniroute-mode")),
@@ -110,6 +117,10 @@ def estimated_cost_usd(model: ModelInfo, prompt_tokens: int, out_tokens: int) ->
     return (prompt_tokens * model.input_price + out_tokens * model.output_price) / 1_000_000
 
 
+def _usd(v: float) -> str:
+    return f"{v:.6f}" if v == 0 or v >= 1e-6 else f"{v:.2e}"
+
+
 def budget_error(cap: float, cheapest: float | None) -> BudgetExceeded:
     """402 for ``strict`` when no candidate fits the cap (AUTO-7), naming the cap and the cheapest
     candidate's estimated cost."""
@@ -119,7 +130,7 @@ def budget_error(cap: float, cheapest: float | None) -> BudgetExceeded:
         else "no candidate has known prices"
     )
     return BudgetExceeded(
-        f"No candidate fits within the budget cap of ${cap:.6f} per request (X-OmniRoute-Budget); {tail}.",
+        f"No candidate fits within the budget cap of ${_usd(cap)} per request (X-OmniRoute-Budget); {tail}.",
         param="X-OmniRoute-Budget",
     )
 
