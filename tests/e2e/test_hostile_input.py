@@ -274,3 +274,17 @@ def test_invalid_budget_header_is_400_not_ignored(gateway: GatewayThread) -> Non
         headers={"x-omniroute-budget": "abc", "x-omniroute-budget-fallback": "strict"},
     )
     assert r.status_code == 400 and r.json()["error"]["param"] == "X-OmniRoute-Budget"
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/api/connections", {"id": "c9", "provider": "local-o", "api_key": "k", "bogus": 1}),
+        ("/api/keys", {"name": "k9", "bogus": 1}),
+        ("/api/providers", {"id": "p9", "base_url": "http://127.0.0.1:1/v1", "bogus": 1}),
+    ],
+)
+def test_unknown_fields_in_management_bodies_are_400(gateway: GatewayThread, path: str, body: object) -> None:
+    """API-6: an unknown field is named in a 400 instead of being stored silently."""
+    r = post(gateway, path, body)
+    assert r.status_code == 400 and "bogus" in r.json()["error"]["param"]

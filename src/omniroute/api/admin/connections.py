@@ -13,7 +13,7 @@ import dataclasses
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter
-from pydantic import AfterValidator, BaseModel, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from omniroute.api.admin.core import Admin
 from omniroute.errors import GatewayError, InvalidRequest
@@ -49,6 +49,8 @@ HttpUrl = Annotated[str | None, AfterValidator(_http_url)]
 class ConnectionIn(BaseModel):
     """A connection as created or replaced through the API (PROV-3 fields)."""
 
+    model_config = ConfigDict(extra="forbid")
+
     id: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:-]+$")
     provider: str = Field(min_length=1)
     name: str | None = None
@@ -67,6 +69,8 @@ class ConnectionIn(BaseModel):
 
 class ConnectionPatch(BaseModel):
     """``PUT /api/connections/{id}``: any subset of the fields; omitted fields keep their value."""
+
+    model_config = ConfigDict(extra="forbid")
 
     name: str | None = None
     api_key: str | None = None
@@ -150,6 +154,8 @@ async def delete_connection(cid: str, gw: Admin) -> dict[str, Any]:
 class ModelIn(BaseModel):
     """A model of a custom provider; prices in USD per 1M tokens (PROV-2)."""
 
+    model_config = ConfigDict(extra="forbid")
+
     id: str = Field(min_length=1)
     name: str | None = None
     input_price: float | None = Field(default=None, ge=0, le=MAX_PRICE)
@@ -164,6 +170,8 @@ class ModelIn(BaseModel):
 
 class ProviderIn(BaseModel):
     """A custom OpenAI-/Anthropic-/Gemini-compatible provider, or an override of a catalog one."""
+
+    model_config = ConfigDict(extra="forbid")
 
     id: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9._-]+$")
     format: Literal["openai", "anthropic", "gemini"] | None = None

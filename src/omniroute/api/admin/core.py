@@ -9,7 +9,7 @@ import time
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request, Response
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from omniroute.errors import AuthenticationFailed, GatewayError
 from omniroute.gateway import Gateway
@@ -87,6 +87,8 @@ async def metrics(gw: Annotated[Gateway, Depends(gateway)]) -> Response:
 
 class KeyCreate(BaseModel):
     """``POST /api/keys`` body (API-8)."""
+
+    model_config = ConfigDict(extra="forbid")
 
     name: str = Field(min_length=1, max_length=100)
     allowed_models: list[str] = Field(default_factory=lambda: ["*"])

@@ -28,6 +28,8 @@ async def resilience_state(gw: Admin) -> dict[str, Any]:
 class ResetBody(BaseModel):
     """``POST /api/resilience/reset``: nothing = everything; else one provider and/or connection."""
 
+    model_config = ConfigDict(extra="forbid")
+
     provider: str | None = None
     connection: str | None = None
 
