@@ -288,3 +288,9 @@ def test_unknown_fields_in_management_bodies_are_400(gateway: GatewayThread, pat
     """API-6: an unknown field is named in a 400 instead of being stored silently."""
     r = post(gateway, path, body)
     assert r.status_code == 400 and "bogus" in r.json()["error"]["param"]
+
+
+def test_unknown_gemini_path_is_a_gemini_shaped_404(gateway: GatewayThread) -> None:
+    """API-6: a 404 under /v1beta uses Gemini's error shape so the google-genai SDK can read it."""
+    r = httpx.get(f"{gateway.url}/v1beta/models", timeout=5)
+    assert r.status_code == 404 and r.json()["error"]["status"] == "NOT_FOUND"

@@ -124,7 +124,16 @@ def build_admin_app(gw: Gateway) -> FastAPI:
     @app.exception_handler(404)
     async def _not_found(request: Request, exc: Exception) -> JSONResponse:
         detail = getattr(exc, "detail", None)
-        msg = detail if isinstance(detail, str) and detail != "Not Found" else f"No route {request.url.path}"
+        path = request.url.path
+        msg = detail if isinstance(detail, str) and detail != "Not Found" else f"No route {path[:200]}"
+        if path.startswith("/v1beta/"):  # Gemini clients get Gemini's error shape (API-6)
+            return JSONResponse(
+                {"error": {"code": 404, "message": msg, "status": "NOT_FOUND"}}, status_code=404
+            )
+        if path.startswith("/v1/messages"):  # Anthropic clients get Anthropic's
+            return JSONResponse(
+                {"type": "error", "error": {"type": "not_found_error", "message": msg}}, status_code=404
+            )
         return JSONResponse(
             {"error": {"message": msg, "type": "invalid_request_error", "code": "not_found", "param": None}},
             status_code=404,
