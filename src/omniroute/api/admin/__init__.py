@@ -30,9 +30,10 @@ def _loc(loc: Any) -> str:
     return out or "body"
 
 
-def _error(status: int, message: str, kind: str, param: str | None) -> JSONResponse:
+def _error(status: int, message: str, kind: str, param: str | None, code: str | None = None) -> JSONResponse:
+    """The OpenAI error shape (API-6) used by every management-API error."""
     return JSONResponse(
-        {"error": {"message": message, "type": kind, "code": None, "param": param}}, status_code=status
+        {"error": {"message": message, "type": kind, "code": code, "param": param}}, status_code=status
     )
 
 
@@ -85,41 +86,18 @@ def build_admin_app(gw: Gateway) -> FastAPI:
 
     @app.exception_handler(StoreConflict)
     async def _conflict(request: Request, exc: StoreConflict) -> JSONResponse:
-        return JSONResponse(
-            {
-                "error": {
-                    "message": str(exc),
-                    "type": "invalid_request_error",
-                    "code": "conflict",
-                    "param": "name",
-                }
-            },
-            status_code=409,
-        )
+        return _error(409, str(exc), "invalid_request_error", "name", "conflict")
 
     @app.exception_handler(StoreNotFound)
     async def _missing(request: Request, exc: StoreNotFound) -> JSONResponse:
-        return JSONResponse(
-            {
-                "error": {
-                    "message": str(exc),
-                    "type": "invalid_request_error",
-                    "code": "not_found",
-                    "param": None,
-                }
-            },
-            status_code=404,
-        )
+        return _error(404, str(exc), "invalid_request_error", None, "not_found")
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
         first = exc.errors()[0] if exc.errors() else {"loc": ("body",), "msg": "invalid request"}
         field = _loc(first.get("loc", ("body",)))
         err = InvalidRequest(f"{field}: {first.get('msg', 'invalid value')}", param=field)
-        return JSONResponse(
-            {"error": {"message": err.message, "type": err.type, "code": err.code, "param": err.param}},
-            status_code=400,
-        )
+        return _error(400, err.message, err.type, err.param, err.code)
 
     @app.exception_handler(404)
     async def _not_found(request: Request, exc: Exception) -> JSONResponse:
@@ -134,24 +112,12 @@ def build_admin_app(gw: Gateway) -> FastAPI:
             return JSONResponse(
                 {"type": "error", "error": {"type": "not_found_error", "message": msg}}, status_code=404
             )
-        return JSONResponse(
-            {"error": {"message": msg, "type": "invalid_request_error", "code": "not_found", "param": None}},
-            status_code=404,
-        )
+        return _error(404, msg, "invalid_request_error", None, "not_found")
 
     @app.exception_handler(405)
     async def _not_allowed(request: Request, exc: Exception) -> JSONResponse:
-        return JSONResponse(
-            {
-                "error": {
-                    "message": f"Method {request.method} not allowed on {request.url.path}",
-                    "type": "invalid_request_error",
-                    "code": "method_not_allowed",
-                    "param": None,
-                }
-            },
-            status_code=405,
-        )
+        msg = f"Method {request.method} not allowed on {request.url.path}"
+        return _error(405, msg, "invalid_request_error", None, "method_not_allowed")
 
     app.state.gateway = gw
     for module in (core, connections, resilience, combos, auto):
