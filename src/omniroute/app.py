@@ -8,6 +8,7 @@ flushes and closes on ``lifespan.shutdown``.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import logging
 from collections.abc import Awaitable, Callable
@@ -73,21 +74,15 @@ class OmniRouteApp:
 
     async def _guarded(self, handler: GwHandler, scope: Scope, receive: Receive, send: Send) -> None:
         """Run a hot-path handler; an unexpected exception becomes a 500 in the OpenAI error shape
-        (logged with its traceback) instead of a dropped connection or a plain-text page."""
-        started = False
-
-        async def tracking_send(message: Message) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-            await send(message)
-
+        (logged with its traceback) instead of a dropped connection or a plain-text page. When the
+        response had already started, the server refuses the second start and the connection is
+        closed unfinished, so the client never sees a truncated answer as complete."""
         try:
-            await handler(self.gateway, scope, receive, tracking_send)
+            await handler(self.gateway, scope, receive, send)
         except Exception:
             log.exception("unexpected error on %s %s", scope["method"], scope["path"])
-            if not started:
-                err = GatewayError("Internal gateway error; the request id is in the logs.")
+            err = GatewayError("Internal gateway error; the request id is in the logs.")
+            with contextlib.suppress(Exception):
                 await send_json(send, 500, openai.openai_error(err))
 
     async def start(self) -> None:

@@ -294,3 +294,46 @@ def test_unknown_gemini_path_is_a_gemini_shaped_404(gateway: GatewayThread) -> N
     """API-6: a 404 under /v1beta uses Gemini's error shape so the google-genai SDK can read it."""
     r = httpx.get(f"{gateway.url}/v1beta/models", timeout=5)
     assert r.status_code == 404 and r.json()["error"]["status"] == "NOT_FOUND"
+
+
+def test_unexpected_handler_error_is_a_json_500_not_a_plain_text_page(gateway: GatewayThread) -> None:
+    """API-6: a bug on the hot path answers 500 in the OpenAI error shape; the server stays up."""
+
+    async def broken(*_: object) -> None:
+        raise RuntimeError("boom")
+
+    routes = gateway.app.post_routes
+    saved = routes["/v1/chat/completions"]
+    routes["/v1/chat/completions"] = broken
+    try:
+        r = post(gateway, "/v1/chat/completions", {"model": "x", "messages": []})
+    finally:
+        routes["/v1/chat/completions"] = saved
+    assert r.status_code == 500
+    assert r.json()["error"]["message"].startswith("Internal gateway error")
+    assert "boom" not in r.text
+
+
+def test_unexpected_error_after_the_response_started_never_looks_complete(gateway: GatewayThread) -> None:
+    """RESIL-9: a failure after the headers went out cuts the connection; the client never gets a
+    complete-looking body."""
+
+    async def half(_gw: object, _scope: object, _receive: object, send: Callable[..., object]) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"100")]})
+        await send({"type": "http.response.body", "body": b'{"partial": ', "more_body": True})
+        raise RuntimeError("boom")
+
+    routes = gateway.app.post_routes
+    saved = routes["/v1/chat/completions"]
+    routes["/v1/chat/completions"] = half  # type: ignore[assignment]
+    try:
+        with pytest.raises(httpx.HTTPError):
+            post(gateway, "/v1/chat/completions", {"model": "x", "messages": []})
+    finally:
+        routes["/v1/chat/completions"] = saved
+    r = post(
+        gateway,
+        "/v1/chat/completions",
+        {"model": "local-o/model-o", "messages": [{"role": "user", "content": "x"}]},
+    )
+    assert r.status_code == 200

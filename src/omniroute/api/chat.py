@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 import orjson
@@ -20,7 +20,6 @@ import orjson
 from omniroute.api.asgi import SSE_HEADERS, Receive, Send, encode_headers, send_bytes
 from omniroute.errors import GatewayError, InvalidRequest, UpstreamError
 from omniroute.gateway import Gateway
-from omniroute.providers.upstream import UpstreamResponse
 from omniroute.routing.decision import Decision
 from omniroute.routing.engine import Outcome, StreamOutcome
 from omniroute.values import ChatRequest, Usage
@@ -188,24 +187,25 @@ async def _send_stream(
     overhead = (time.perf_counter() - t0) * 1000 - upstream_ms
     headers = [*SSE_HEADERS, *encode_headers(routing_headers(req, decision, overhead, so.candidate))]
     error: UpstreamError | None = None
-    # Chunks whose successors are already in memory are joined into one write; whenever the next one
-    # would wait for the network, what we have goes out at once (PERF-4: never buffered).
-    ready = _ready_probe(so)
+    # One client write per upstream read: the chunks of a read go out together, at once (PERF-4:
+    # never held for later network data); once the upstream is finished they go out with the end.
     pending: list[bytes] = []
     try:
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         start = enc.start()
         if start:
-            pending.append(start)  # the first chunks are in memory: they go out with it
-        async for ch in so.chunks():
-            data = enc.chunk(ch)
-            if data:
-                pending.append(data)
-            if pending and not ready():
+            pending.append(start)
+        encode = enc.chunk
+        async for batch in so.batches():
+            for ch in batch:
+                data = encode(ch)
+                if data:
+                    pending.append(data)
+            if pending and not so.finished:
                 body = pending[0] if len(pending) == 1 else b"".join(pending)
                 pending.clear()
                 await send({"type": "http.response.body", "body": body, "more_body": True})
-        pending.append(enc.end(so.final_usage(req.prompt_estimate)))
+        pending.append(enc.end(_usage(so, req)))
         await send({"type": "http.response.body", "body": b"".join(pending), "more_body": False})
     except UpstreamError as err:
         error = err
@@ -218,13 +218,9 @@ async def _send_stream(
     _finish_usage(gw, req, decision, so, 502 if error else 200, t0, error.message if error else None)
 
 
-def _ready_probe(so: StreamOutcome) -> Callable[[], int]:
-    """How many upstream events are already read and waiting (always 0 when the stream does not come
-    from an :class:`UpstreamResponse`: then every chunk is flushed on its own)."""
-    resp = getattr(so, "resp", None)
-    if isinstance(resp, UpstreamResponse):
-        return lambda: resp.ready_events
-    return lambda: 0
+def _usage(so: StreamOutcome, req: ChatRequest) -> Usage:
+    """The stream's usage; the prompt estimate is only computed when the upstream sent none."""
+    return so.usage if so.usage is not None else so.final_usage(req.prompt_estimate)
 
 
 def _finish_usage(
@@ -241,7 +237,7 @@ def _finish_usage(
         decision,
         status=status,
         cand=so.candidate,
-        usage=so.final_usage(req.prompt_estimate),
+        usage=_usage(so, req),
         latency_ms=(time.perf_counter() - t0) * 1000,
         ttft_ms=so.ttft_ms,
         error=error,

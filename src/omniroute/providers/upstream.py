@@ -10,7 +10,6 @@ response headers (and, for streams, until the first event), ``idle_s`` between s
 from __future__ import annotations
 
 import asyncio
-from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -36,7 +35,7 @@ class UpstreamResponse:
     Read it with :meth:`read` (whole body) or :meth:`events` (SSE); always :meth:`close` it.
     """
 
-    __slots__ = ("_ready", "_resp", "headers", "provider", "status", "timeouts")
+    __slots__ = ("_resp", "headers", "provider", "status", "timeouts")
 
     def __init__(self, resp: aiohttp.ClientResponse, provider: str, timeouts: AttemptTimeouts) -> None:
         self._resp = resp
@@ -44,7 +43,6 @@ class UpstreamResponse:
         self.headers = {k.lower(): v for k, v in resp.headers.items()}
         self.provider = provider
         self.timeouts = timeouts
-        self._ready: deque[tuple[str, bytes]] = deque()
 
     async def read(self) -> bytes:
         """The whole body; raises :class:`Timeout` after ``total_s`` and :class:`StreamBroken` on a cut."""
@@ -62,29 +60,29 @@ class UpstreamResponse:
                 provider=self.provider,
             ) from None
 
-    @property
-    def ready_events(self) -> int:
-        """Complete SSE events already read from the socket and not yet yielded by :meth:`events`.
-
-        While it is non-zero the next event is available without waiting for the network, so a
-        writer may coalesce what it sends to the client; at zero it must flush (PERF-4)."""
-        return len(self._ready)
-
     async def events(self, first_timeout_s: float | None = None) -> AsyncIterator[tuple[str, bytes]]:
-        """Yield ``(event, data)`` per SSE event as it arrives.
+        """Yield ``(event, data)`` per SSE event as it arrives (:meth:`event_batches`, flattened)."""
+        async for batch in self.event_batches(first_timeout_s):
+            for item in batch:
+                yield item
 
-        The first event must arrive within ``first_timeout_s`` (TTFT) and each later one within
-        ``idle_s``; a stall raises :class:`Timeout`, a cut connection :class:`StreamBroken`.
+    async def event_batches(
+        self, first_timeout_s: float | None = None
+    ) -> AsyncIterator[list[tuple[str, bytes]]]:
+        """Yield the complete SSE events of each socket read as one list of ``(event, data)``.
 
-        Reads whatever the socket has (``readany``) and splits it into events here, so a burst of
-        events costs one read and one timer reset rather than one ``readline`` and one timer reset
-        per line.
+        The first event must arrive within ``first_timeout_s`` (TTFT) and each later read that
+        completes an event within ``idle_s``; a stall raises :class:`Timeout`, a cut connection
+        :class:`StreamBroken`. Comment lines (heartbeats) keep the stream alive without yielding.
+
+        A burst of events costs one read, one timer reset and one hop through this generator rather
+        than one per line; every batch is yielded as soon as its read completes, so nothing waits
+        for later network data (PERF-4).
         """
         content = self._resp.content
         loop = asyncio.get_running_loop()
         idle = self.timeouts.idle_s
         wait = first_timeout_s if first_timeout_s is not None else idle
-        ready = self._ready
         event = ""
         data: list[bytes] = []
         tail = b""
@@ -97,17 +95,18 @@ class UpstreamResponse:
                         if tail:  # a last line without its newline
                             self._parse_line(tail.rstrip(b"\r"), data)
                         if data:
-                            yield event, b"\n".join(data)
+                            yield [(event, b"\n".join(data))]
                         return
                     lines = (tail + chunk).split(b"\n") if tail else chunk.split(b"\n")
                     tail = lines.pop()
+                    batch: list[tuple[str, bytes]] = []
                     alive = False
                     for line in lines:
                         if line[-1:] == b"\r":
                             line = line[:-1]
                         if not line:
                             if data:
-                                ready.append((event, b"\n".join(data)))
+                                batch.append((event, b"\n".join(data)))
                                 event, data = "", []
                             continue
                         if line[:1] == b":":
@@ -116,12 +115,12 @@ class UpstreamResponse:
                             event = line[6:].strip().decode("utf-8", "replace")
                         else:
                             self._parse_line(line, data)
-                    if ready or alive:
-                        got_any = got_any or bool(ready)
+                    if batch or alive:
+                        got_any = got_any or bool(batch)
                         cm.reschedule(loop.time() + idle)
-                        while ready:
-                            yield ready.popleft()
-                        cm.reschedule(loop.time() + idle)
+                        if batch:
+                            yield batch
+                            cm.reschedule(loop.time() + idle)
         except TimeoutError:
             raise Timeout(
                 f"{self.provider}: no stream event for {idle if got_any else wait:g}s (stream idle timeout)",
@@ -131,8 +130,6 @@ class UpstreamResponse:
             raise StreamBroken(
                 f"{self.provider}: stream connection lost ({exc.__class__.__name__})", provider=self.provider
             ) from None
-        finally:
-            ready.clear()
 
     @staticmethod
     def _parse_line(line: bytes, data: list[bytes]) -> None:

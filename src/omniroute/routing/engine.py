@@ -62,13 +62,19 @@ class Outcome:
 @dataclass
 class StreamOutcome:
     """A committed stream: ``first`` chunks already read (incl. the first content chunk) and the
-    live remainder. Iterate :meth:`chunks`; call :meth:`close` when done (idempotent)."""
+    live remainder: ``rest``, the events that came in the same read after the commit point, then
+    ``events``, the upstream's SSE events, one list per socket read. Iterate
+    :meth:`batches` (or :meth:`chunks`); call :meth:`close` when done (idempotent).
+
+    ``finished`` is True once nothing more will be read from the upstream (the done marker or the
+    end of the body was seen): a writer may then send what it holds together with the end of the
+    stream instead of flushing first (PERF-4 allows it: nothing is waiting on the network)."""
 
     candidate: Candidate
     first: list[dict[str, Any]]
     resp: UpstreamResponse
     parser: StreamParser
-    events: AsyncIterator[tuple[str, bytes]]
+    events: AsyncIterator[list[tuple[str, bytes]]]
     upstream_ms: float
     ttft_ms: float
     finished: bool = False
@@ -77,6 +83,7 @@ class StreamOutcome:
     on_done: list[Callable[[StreamOutcome, UpstreamError | None], Any]] = field(default_factory=list)
     release: Callable[[], Awaitable[Any]] | None = None
     completion_chars: int = 0
+    rest: list[tuple[str, bytes]] = field(default_factory=list)
 
     async def finalize(self, err: UpstreamError | None, *, abandoned: bool = False) -> None:
         """Close the upstream, free the in-flight slot and, unless the client abandoned the stream,
@@ -92,28 +99,67 @@ class StreamOutcome:
         for cb in callbacks:
             await cb(self, err)
 
-    async def chunks(self) -> AsyncIterator[dict[str, Any]]:
-        """Yield canonical chunks; raises :class:`StreamBroken`/:class:`Timeout` after commit when the
-        upstream fails (RESIL-9: the caller ends the client stream with an error, never as complete)."""
+    async def batches(self) -> AsyncIterator[list[dict[str, Any]]]:
+        """Yield canonical chunks, one list per upstream read (``first`` and the rest of its read are
+        the first list). After commit an upstream failure is raised once the chunks before it are
+        yielded: :class:`StreamBroken`/:class:`Timeout`/the classified error (RESIL-9: the caller ends
+        the client stream with an error, never as complete)."""
+        out: list[dict[str, Any]] = []
         for ch in self.first:
             self._observe(ch)
-            yield ch
-        if self.finished:
-            return
-        async for ev, data in self.events:
-            for ch in self.parser.feed(ev, data):
-                self._observe(ch)
-                yield ch
-            if self.parser.done:
+            out.append(ch)
+        events = self.rest
+        while True:
+            err: UpstreamError | None = None
+            if not self.finished:
+                try:
+                    self._feed(events, out)
+                except UpstreamError as exc:
+                    err = exc
+                if err is None and self.parser.done:
+                    self.finished = True
+                    out.extend(self._finish())
+            if out:
+                yield out
+                out = []
+            if err is not None:
+                raise err
+            if self.finished:
                 break
-        for ch in self.parser.finish():
-            self._observe(ch)
-            yield ch
+            try:
+                events = await anext(self.events)
+            except StopAsyncIteration:
+                self.finished = True
+                tail = self._finish()
+                if tail:
+                    yield tail
+                break
         if not self.saw_finish:
             raise StreamBroken(
                 f"{self.candidate.provider.id}: stream ended before a finish reason (truncated answer)",
                 provider=self.candidate.provider.id,
             )
+
+    def _feed(self, events: list[tuple[str, bytes]], out: list[dict[str, Any]]) -> None:
+        parser, observe = self.parser, self._observe
+        for ev, data in events:
+            for ch in parser.feed(ev, data):
+                observe(ch)
+                out.append(ch)
+            if parser.done:
+                return
+
+    async def chunks(self) -> AsyncIterator[dict[str, Any]]:
+        """:meth:`batches`, one chunk at a time."""
+        async for batch in self.batches():
+            for ch in batch:
+                yield ch
+
+    def _finish(self) -> list[dict[str, Any]]:
+        out = self.parser.finish()
+        for ch in out:
+            self._observe(ch)
+        return out
 
     def _observe(self, ch: dict[str, Any]) -> None:
         u = ch.get("usage")
@@ -421,14 +467,17 @@ class Engine:
     ) -> StreamOutcome:
         parser = adapter.stream_parser(cand, req)
         remaining_ttft = max(0.001, t.ttft_s - (time.monotonic() - t0))
-        events = resp.events(first_timeout_s=remaining_ttft).__aiter__()
+        events = resp.event_batches(first_timeout_s=remaining_ttft).__aiter__()
         first: list[dict[str, Any]] = []
-        async for ev, data in events:
-            chunks = parser.feed(ev, data)
-            first.extend(chunks)
-            if any(is_content_chunk(ch) for ch in chunks):
-                ttft = (time.monotonic() - t0) * 1000
-                return StreamOutcome(cand, first, resp, parser, events, ttft, ttft)
+        async for batch in events:
+            for i, (ev, data) in enumerate(batch):
+                chunks = parser.feed(ev, data)
+                first.extend(chunks)
+                if any(is_content_chunk(ch) for ch in chunks):  # the commit point (RESIL-9)
+                    ttft = (time.monotonic() - t0) * 1000
+                    return StreamOutcome(cand, first, resp, parser, events, ttft, ttft, rest=batch[i + 1 :])
+                if parser.done:
+                    break
             if parser.done:
                 break
         first.extend(parser.finish())

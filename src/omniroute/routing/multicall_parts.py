@@ -59,7 +59,7 @@ class _NoUpstream:
         return None
 
 
-async def _no_events() -> AsyncIterator[tuple[str, bytes]]:
+async def _no_events() -> AsyncIterator[list[tuple[str, bytes]]]:
     return
     yield  # pragma: no cover
 
