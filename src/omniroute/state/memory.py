@@ -306,6 +306,17 @@ class MemoryRoutingState:
             ):
                 del self._lockouts[key]
 
+    # -- bulk ladder read ----------------------------------------------------------------------
+    async def get_ladder_records(
+        self, providers: Iterable[str], connection_ids: Iterable[str], lock_keys: Iterable[LockKey]
+    ) -> tuple[dict[str, BreakerRecord], dict[str, CooldownRecord], dict[LockKey, LockoutRecord]]:
+        b, c, lk = self._breakers, self._cooldowns, self._lockouts
+        return (
+            {p: rb for p in providers if (rb := b.get(p)) is not None} if b else {},
+            {i: rc for i in connection_ids if (rc := c.get(i)) is not None} if c else {},
+            {k: rl for k in lock_keys if (rl := lk.get(k)) is not None} if lk else {},
+        )
+
     # -- windows -----------------------------------------------------------------------------
     async def record_sample(
         self, key: str, now: float, *, latency_ms: float, ok: bool, ttft_ms: float | None = None
@@ -329,6 +340,10 @@ class MemoryRoutingState:
 
     async def get_quota(self, connection_id: str) -> QuotaSnapshot | None:
         return self._quotas.get(connection_id)
+
+    async def get_quotas(self, connection_ids: Iterable[str]) -> dict[str, QuotaSnapshot]:
+        q = self._quotas
+        return {i: r for i in connection_ids if (r := q.get(i)) is not None} if q else {}
 
     # -- in-flight ---------------------------------------------------------------------------
     async def incr_inflight(self, connection_id: str) -> int:
