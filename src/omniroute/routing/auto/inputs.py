@@ -22,7 +22,7 @@ import logging
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from omniroute.routing.auto import scoring as s
 from omniroute.routing.auto.fitness import task_fitness
@@ -40,10 +40,14 @@ __all__ = [
     "MIN_HISTORY_SAMPLES",
     "MIN_LIVE_SAMPLES",
     "RELIABILITY_TTL_S",
+    "STATIC_MEMO",
+    "CandidateStatic",
     "MeasureHints",
+    "candidate_static",
     "measure",
     "record_feedback",
     "reliability_stats",
+    "remember_statics",
 ]
 
 log = logging.getLogger("omniroute.auto")
@@ -104,13 +108,6 @@ def specificity_match(model_tier: str, score: float | None) -> float:
     return 0.9 if 15 < score <= 50 else 0.4
 
 
-def _session_availability(cand: Candidate, now: float) -> float:
-    conn = cand.connection
-    if conn.auth_type == "api_key" or conn.expires_at is None:
-        return 1.0
-    return max(0.0, min(1.0, (conn.expires_at - now) / OAUTH_FULL_VALIDITY_S))
-
-
 async def reliability_stats(gw: Gateway, now: float) -> dict[str, list[int]]:
     """``{candidate key: [requests, failures]}`` over the last 24 h (OBS-1), cached in routing state;
     a missing cache is rebuilt by one request (a 30 s lock record), others read nothing meanwhile."""
@@ -148,56 +145,109 @@ async def _quality(state: RoutingState, keys: Sequence[str]) -> dict[str, float]
     return out
 
 
+STATIC_MEMO: Final = "auto-static"
+"""``Registry.memo`` entry: ``{id(candidate): CandidateStatic}`` for candidates of cached pools."""
+_STATIC_CAP: Final = 8192
+
+
+class CandidateStatic(NamedTuple):
+    """What measuring a candidate needs that depends on the candidate alone (PERF-3): ``key``,
+    ``crc_tail`` (``"|" + key`` as UTF-8, for cacheAffinity), blended ``cost`` (USD per 1M tokens),
+    cold-start ``p95_ms`` / ``stddev_ms``, ``tier_priority``, ``oauth_expires_at`` (epoch s, ``None``
+    for API keys and tokens without expiry). ``cand`` pins the object whose ``id`` keys the memo."""
+
+    cand: Candidate
+    key: str
+    crc_tail: bytes
+    cost: float | None
+    p95_ms: float
+    stddev_ms: float
+    tier_priority: float
+    oauth_expires_at: float | None
+
+
+def candidate_static(c: Candidate) -> CandidateStatic:
+    """The :class:`CandidateStatic` of ``c`` (AUTO-3 cold-start numbers, tier priority)."""
+    key = c.key
+    p95 = BOOTSTRAP_P95_MS.get(c.model.id.lower(), DEFAULT_P95_MS)
+    conn = c.connection
+    expires = None if conn.auth_type == "api_key" else conn.expires_at
+    return CandidateStatic(
+        c,
+        key,
+        ("|" + key).encode(),
+        c.model.blended_price,
+        p95,
+        max(MIN_STDDEV_MS, 0.1 * p95),
+        s.TIER_PRIORITY.get(conn.account_tier, 0.33),
+        expires,
+    )
+
+
+def remember_statics(memo: dict[str, Any], pool: Sequence[Candidate]) -> None:
+    """Store the statics of a cached pool's candidates in a registry snapshot's ``memo``."""
+    table: dict[int, CandidateStatic] = memo.setdefault(STATIC_MEMO, {})
+    if len(table) > _STATIC_CAP:
+        table.clear()
+    for c in pool:
+        table[id(c)] = candidate_static(c)
+
+
 async def measure(
     gw: Gateway, pool: Sequence[Candidate], hints: MeasureHints, now: float
 ) -> list[s.CandidateInputs]:
     """Scoring inputs for every candidate of ``pool`` with the absolute factors filled in
-    (relative ones by :func:`~omniroute.routing.auto.scoring.score_pool`). One state read per kind
-    (plus one quota read per connection); per-provider and per-connection values computed once."""
+    (relative ones by :func:`~omniroute.routing.auto.scoring.score_pool`). One bulk state read per
+    kind; what depends on the candidate alone comes from the registry memo when the pool was cached
+    (:func:`remember_statics`)."""
     state = gw.state
-    keys = [c.key for c in pool]
-    records = await state.get_breakers({c.provider.id for c in pool})
-    breaker = {pid: breaker_view(rec, now).value for pid, rec in records.items()}
+    memo = gw.registry.memo.get(STATIC_MEMO) or {}
+    statics: list[CandidateStatic] = []
+    for c in pool:
+        st = memo.get(id(c))
+        statics.append(st if st is not None and st.cand is c else candidate_static(c))
+    keys = [st.key for st in statics]
+    cids = [c.connection.id for c in pool]
+    stored, _, _ = await state.get_ladder_records((c.provider.id for c in pool), (), ())
+    breaker = {pid: breaker_view(rec, now).value for pid, rec in stored.items()}
     windows = await state.get_window_stats(keys)
-    conns = {c.connection.id: c for c in pool}
-    inflight = await state.get_inflight(conns)
-    per_conn: dict[str, tuple[float, float, float, float, float, float]] = {}
-    for cid, c in conns.items():
-        q = await state.get_quota(cid)
-        reset = 0.5 if q is None or q.reset_at is None else 1.0 - (q.reset_at - now) / RESET_HORIZON_S
-        per_conn[cid] = (
-            q.remaining_fraction if q is not None else 1.0,
-            max(0.0, min(1.0, reset)),
-            1.0 / (1.0 + inflight.get(cid, 0)),
-            _session_availability(c, now),
-            s.TIER_PRIORITY.get(c.connection.account_tier, 0.33),
-            0.5 if hints.session_connection is None else (1.0 if cid == hints.session_connection else 0.1),
-        )
+    inflight = await state.get_inflight(cids)
+    quotas = await state.get_quotas(cids)
     history = await reliability_stats(gw, now)
     quality = await _quality(state, keys) if await state.get_counter("auto:q:n") else {}
-    cache_winner = _rendezvous(keys, hints.cache_key)
     task, tier_hint, specificity = hints.task, hints.tier_hint, hints.specificity
+    sess = hints.session_connection
     out: list[s.CandidateInputs] = []
-    for c, key in zip(pool, keys, strict=True):
+    new = s.CandidateInputs
+    for c, st, cid in zip(pool, statics, cids, strict=True):
         model = c.model
+        key = st.key
         w = windows.get(key)
         wn = w.count if w is not None else 0
-        live = w is not None and wn >= MIN_LIVE_SAMPLES and w.p95_ms is not None
-        if live and w is not None and w.p95_ms is not None:
-            p95 = w.p95_ms
-            std = max(MIN_STDDEV_MS, w.stddev_ms or 0.0)
-        else:
-            p95 = BOOTSTRAP_P95_MS.get(model.id.lower(), DEFAULT_P95_MS)
-            std = max(MIN_STDDEV_MS, 0.1 * p95)
+        live = False
+        live_rate: float | None = None
+        p95, std = st.p95_ms, st.stddev_ms
+        if w is not None and wn > 0:
+            live_rate = w.error_rate
+            if wn >= MIN_LIVE_SAMPLES and w.p95_ms is not None:
+                live = True
+                p95 = w.p95_ms
+                std = max(MIN_STDDEV_MS, w.stddev_ms or 0.0)
         hist = history.get(key) if history else None
         hist_rate = hist[1] / hist[0] if hist is not None and hist[0] >= MIN_HISTORY_SAMPLES else None
-        live_rate = w.error_rate if w is not None and wn > 0 else None
         if w is not None and wn >= MIN_LIVE_SAMPLES:
             err = w.error_rate
         else:
             err = hist_rate if hist_rate is not None else DEFAULT_ERROR_RATE
         failure = hist_rate if hist_rate is not None else (live_rate or 0.0)
-        quota, reset_aff, density, session_av, tier_prio, ctx_aff = per_conn[c.connection.id]
+        q = quotas.get(cid) if quotas else None
+        if q is None:
+            quota, reset_aff = 1.0, 0.5
+        else:
+            reset = 0.5 if q.reset_at is None else 1.0 - (q.reset_at - now) / RESET_HORIZON_S
+            quota, reset_aff = q.remaining_fraction, max(0.0, min(1.0, reset))
+        busy = inflight.get(cid, 0)
+        exp = st.oauth_expires_at
         tier = model.tier
         factors = [
             quota,
@@ -206,38 +256,38 @@ async def measure(
             0.0,
             task_fitness(model.id, task),
             0.0,
-            tier_prio,
-            tier_affinity(tier, tier_hint),
-            specificity_match(tier, specificity),
-            ctx_aff,
-            session_av,
-            density,
-            1.0 if key == cache_winner else 0.0,
+            st.tier_priority,
+            0.5 if tier_hint is None else tier_affinity(tier, tier_hint),
+            0.5 if specificity is None else specificity_match(tier, specificity),
+            0.5 if sess is None else (1.0 if cid == sess else 0.1),
+            1.0 if exp is None else max(0.0, min(1.0, (exp - now) / OAUTH_FULL_VALIDITY_S)),
+            1.0 / (1.0 + busy),
+            0.0,  # cacheAffinity: set below for the rendezvous winner
             reset_aff,
-            quality.get(key, 0.5),
+            quality.get(key, 0.5) if quality else 0.5,
             1.0 - failure,
         ]
         out.append(
-            s.CandidateInputs(
-                c,
-                cost=model.blended_price,
-                p95_ms=p95,
-                stddev_ms=std,
-                error_rate=err,
-                breaker=breaker[c.provider.id],
-                factors=factors,
-                measured=live,
-                key=key,
-            )
-        )
+            new(c, st.cost, p95, std, err, breaker.get(c.provider.id, "CLOSED") if breaker else "CLOSED",
+                factors, live, key)
+        )  # fmt: skip
+    winner = _rendezvous(statics, hints.cache_key)
+    if winner is not None:
+        for ci in out:
+            if ci.key == winner:
+                ci.factors[s.I_CACHE] = 1.0
     return out
 
 
-def _rendezvous(keys: Sequence[str], cache_key: str | None) -> str | None:
-    """The candidate key with the highest ``crc32(cache_key|candidate key)`` (rendezvous hashing)."""
-    if not cache_key or not keys:
+def _rendezvous(statics: Sequence[CandidateStatic], cache_key: str | None) -> str | None:
+    """The candidate key with the highest ``crc32(cache_key|candidate key)`` (rendezvous hashing;
+    the first one on a tie)."""
+    if not cache_key or not statics:
         return None
-    return max(keys, key=lambda k: zlib.crc32(f"{cache_key}|{k}".encode()))
+    crc32 = zlib.crc32
+    base = crc32(cache_key.encode())
+    crcs = [crc32(st.crc_tail, base) for st in statics]
+    return statics[crcs.index(max(crcs))].key
 
 
 def specificity_of(body: Mapping[str, Any]) -> float:

@@ -155,7 +155,6 @@ class CandidateInputs:
     def __init__(
         self,
         cand: Candidate,
-        *,
         cost: float | None,
         p95_ms: float,
         stddev_ms: float,
