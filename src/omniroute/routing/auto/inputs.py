@@ -153,34 +153,51 @@ _STATIC_CAP: Final = 8192
 class CandidateStatic(NamedTuple):
     """What measuring a candidate needs that depends on the candidate alone (PERF-3): ``key``,
     ``crc_tail`` (``"|" + key`` as UTF-8, for cacheAffinity), blended ``cost`` (USD per 1M tokens),
-    cold-start ``p95_ms`` / ``stddev_ms``, ``tier_priority``, ``oauth_expires_at`` (epoch s, ``None``
-    for API keys and tokens without expiry). ``cand`` pins the object whose ``id`` keys the memo."""
+    cold-start ``p95_ms`` / ``stddev_ms``, ``oauth_expires_at`` (epoch s, ``None`` for API keys and
+    tokens without expiry), ``base`` — the 16 factors of a candidate with no recorded state and no
+    request hints (taskFit 0 until filled in) — and ``fitness``, taskFit by task, filled on use.
+    ``cand`` pins the object whose ``id`` keys the memo."""
 
     cand: Candidate
     key: str
+    provider: str
+    connection: str
+    model: str
+    tier: str
     crc_tail: bytes
     cost: float | None
     p95_ms: float
     stddev_ms: float
-    tier_priority: float
     oauth_expires_at: float | None
+    base: list[float]
+    fitness: dict[str, float]
 
 
 def candidate_static(c: Candidate) -> CandidateStatic:
-    """The :class:`CandidateStatic` of ``c`` (AUTO-3 cold-start numbers, tier priority)."""
+    """The :class:`CandidateStatic` of ``c`` (AUTO-3 cold-start numbers and defaults)."""
     key = c.key
     p95 = BOOTSTRAP_P95_MS.get(c.model.id.lower(), DEFAULT_P95_MS)
     conn = c.connection
     expires = None if conn.auth_type == "api_key" else conn.expires_at
+    # quota 1 (unknown), tierAffinity / specificityMatch / contextAffinity .5 (no hint),
+    # sessionAvailability 1, connectionDensity 1 (idle), cacheAffinity 0, resetWindowAffinity .5,
+    # quality .5, reliability 1; health and the relative factors are set later.
+    tier_priority = s.TIER_PRIORITY.get(conn.account_tier, 0.33)
+    base = [1.0, 0.0, 0.0, 0.0, 0.0, 0.0, tier_priority, 0.5, 0.5, 0.5, 1.0, 1.0, 0.0, 0.5, 0.5, 1.0]
     return CandidateStatic(
         c,
         key,
+        c.provider.id,
+        conn.id,
+        c.model.id,
+        c.model.tier,
         ("|" + key).encode(),
         c.model.blended_price,
         p95,
         max(MIN_STDDEV_MS, 0.1 * p95),
-        s.TIER_PRIORITY.get(conn.account_tier, 0.33),
         expires,
+        base,
+        {},
     )
 
 
@@ -207,8 +224,8 @@ async def measure(
         st = memo.get(id(c))
         statics.append(st if st is not None and st.cand is c else candidate_static(c))
     keys = [st.key for st in statics]
-    cids = [c.connection.id for c in pool]
-    stored, _, _ = await state.get_ladder_records((c.provider.id for c in pool), (), ())
+    cids = [st.connection for st in statics]
+    stored, _, _ = await state.get_ladder_records((st.provider for st in statics), (), ())
     breaker = {pid: breaker_view(rec, now).value for pid, rec in stored.items()}
     windows = await state.get_window_stats(keys)
     inflight = await state.get_inflight(cids)
@@ -219,57 +236,58 @@ async def measure(
     sess = hints.session_connection
     out: list[s.CandidateInputs] = []
     new = s.CandidateInputs
-    for c, st, cid in zip(pool, statics, cids, strict=True):
-        model = c.model
-        key = st.key
-        w = windows.get(key)
-        wn = w.count if w is not None else 0
-        live = False
-        live_rate: float | None = None
-        p95, std = st.p95_ms, st.stddev_ms
-        if w is not None and wn > 0:
-            live_rate = w.error_rate
-            if wn >= MIN_LIVE_SAMPLES and w.p95_ms is not None:
-                live = True
-                p95 = w.p95_ms
-                std = max(MIN_STDDEV_MS, w.stddev_ms or 0.0)
-        hist = history.get(key) if history else None
-        hist_rate = hist[1] / hist[0] if hist is not None and hist[0] >= MIN_HISTORY_SAMPLES else None
-        if w is not None and wn >= MIN_LIVE_SAMPLES:
-            err = w.error_rate
-        else:
-            err = hist_rate if hist_rate is not None else DEFAULT_ERROR_RATE
-        failure = hist_rate if hist_rate is not None else (live_rate or 0.0)
-        q = quotas.get(cid) if quotas else None
-        if q is None:
-            quota, reset_aff = 1.0, 0.5
-        else:
-            reset = 0.5 if q.reset_at is None else 1.0 - (q.reset_at - now) / RESET_HORIZON_S
-            quota, reset_aff = q.remaining_fraction, max(0.0, min(1.0, reset))
-        busy = inflight.get(cid, 0)
+    for c, st in zip(pool, statics, strict=True):
+        key, cid = st.key, st.connection
+        f = st.base.copy()
+        fit = st.fitness.get(task)
+        if fit is None:
+            fit = st.fitness[task] = task_fitness(st.model, task)
+        f[s.I_TASK] = fit
+        if tier_hint is not None:
+            f[s.I_TIER_AFFINITY] = tier_affinity(st.tier, tier_hint)
+        if specificity is not None:
+            f[s.I_SPECIFICITY] = specificity_match(st.tier, specificity)
+        if sess is not None:
+            f[s.I_CONTEXT] = 1.0 if cid == sess else 0.1
         exp = st.oauth_expires_at
-        tier = model.tier
-        factors = [
-            quota,
-            0.0,  # health: set from the breaker by CandidateInputs
-            0.0,  # costInv, latencyInv, stability: pool-relative, set by score_pool
-            0.0,
-            task_fitness(model.id, task),
-            0.0,
-            st.tier_priority,
-            0.5 if tier_hint is None else tier_affinity(tier, tier_hint),
-            0.5 if specificity is None else specificity_match(tier, specificity),
-            0.5 if sess is None else (1.0 if cid == sess else 0.1),
-            1.0 if exp is None else max(0.0, min(1.0, (exp - now) / OAUTH_FULL_VALIDITY_S)),
-            1.0 / (1.0 + busy),
-            0.0,  # cacheAffinity: set below for the rendezvous winner
-            reset_aff,
-            quality.get(key, 0.5) if quality else 0.5,
-            1.0 - failure,
-        ]
+        if exp is not None:
+            f[s.I_SESSION] = max(0.0, min(1.0, (exp - now) / OAUTH_FULL_VALIDITY_S))
+        busy = inflight.get(cid, 0) if inflight else 0
+        if busy:
+            f[s.I_DENSITY] = 1.0 / (1.0 + busy)
+        q = quotas.get(cid) if quotas else None
+        if q is not None:
+            reset = 0.5 if q.reset_at is None else 1.0 - (q.reset_at - now) / RESET_HORIZON_S
+            f[s.I_QUOTA] = q.remaining_fraction
+            f[s.I_RESET] = max(0.0, min(1.0, reset))
+        if quality:
+            f[s.I_QUALITY] = quality.get(key, 0.5)
+        hist_rate: float | None = None
+        if history:
+            hist = history.get(key)
+            if hist is not None and hist[0] >= MIN_HISTORY_SAMPLES:
+                hist_rate = hist[1] / hist[0]
+        w = windows.get(key)
+        live = False
+        p95, std = st.p95_ms, st.stddev_ms
+        if w is None or w.count == 0:
+            err = DEFAULT_ERROR_RATE if hist_rate is None else hist_rate
+            failure = hist_rate or 0.0
+        else:
+            if w.count >= MIN_LIVE_SAMPLES:
+                err = w.error_rate
+                if w.p95_ms is not None:
+                    live = True
+                    p95 = w.p95_ms
+                    std = max(MIN_STDDEV_MS, w.stddev_ms or 0.0)
+            else:
+                err = hist_rate if hist_rate is not None else DEFAULT_ERROR_RATE
+            failure = hist_rate if hist_rate is not None else w.error_rate
+        if failure:
+            f[s.I_RELIABILITY] = 1.0 - failure
         out.append(
-            new(c, st.cost, p95, std, err, breaker.get(c.provider.id, "CLOSED") if breaker else "CLOSED",
-                factors, live, key)
+            new(c, st.cost, p95, std, err, breaker.get(st.provider, "CLOSED") if breaker else "CLOSED",
+                f, live, key)
         )  # fmt: skip
     winner = _rendezvous(statics, hints.cache_key)
     if winner is not None:
