@@ -32,6 +32,7 @@ __all__ = ["DEFAULT_WINDOW_SIZE", "MemoryRoutingState"]
 DEFAULT_WINDOW_SIZE = 100
 """Samples kept per candidate latency/error window (STORE-2 "latency/error windows")."""
 
+_EMPTY_STATS = WindowStats()  # frozen: one shared instance for every key without samples
 _SWEEP_EVERY = 1024  # expired generic records are purged every N writes so TTL'd keys never pile up
 
 
@@ -327,7 +328,9 @@ class MemoryRoutingState:
         win.add(now, latency_ms, ok, ttft_ms)
 
     async def get_window_stats(self, keys: Iterable[str]) -> dict[str, WindowStats]:
-        empty = WindowStats()
+        empty = _EMPTY_STATS
+        if not self._windows:
+            return dict.fromkeys(keys, empty)
         out: dict[str, WindowStats] = {}
         for key in keys:
             win = self._windows.get(key)
@@ -360,7 +363,10 @@ class MemoryRoutingState:
         return n
 
     async def get_inflight(self, connection_ids: Iterable[str]) -> dict[str, int]:
-        return {cid: self._inflight.get(cid, 0) for cid in connection_ids}
+        busy = self._inflight
+        if not busy:
+            return dict.fromkeys(connection_ids, 0)
+        return {cid: busy.get(cid, 0) for cid in connection_ids}
 
     # -- generic -----------------------------------------------------------------------------
     async def incr_counter(self, key: str, amount: int = 1) -> int:

@@ -221,7 +221,8 @@ def score_pool(pool: Sequence[CandidateInputs], weights: Sequence[float]) -> Non
 
 def rank(pool: Sequence[CandidateInputs]) -> list[int]:
     """Indices of ``pool`` by score, best first; exact ties keep pool order (stable)."""
-    return sorted(range(len(pool)), key=lambda i: -pool[i].score)
+    scores = [c.score for c in pool]
+    return sorted(range(len(scores)), key=scores.__getitem__, reverse=True)  # reverse keeps ties stable
 
 
 def top_factors(c: CandidateInputs, weights: Sequence[float], n: int = 3) -> list[tuple[str, float]]:
