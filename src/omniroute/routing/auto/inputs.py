@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 from omniroute.routing.auto import scoring as s
 from omniroute.routing.auto.fitness import task_fitness
 from omniroute.state.base import RoutingState
-from omniroute.state.records import breaker_view
+from omniroute.state.records import QuotaSnapshot, breaker_view
 from omniroute.values import Candidate
 
 if TYPE_CHECKING:
@@ -220,53 +220,47 @@ async def measure(
     state = gw.state
     memo = gw.registry.memo.get(STATIC_MEMO) or {}
     statics: list[CandidateStatic] = []
+    keys: list[str] = []
+    cids: list[str] = []
     for c in pool:
         st = memo.get(id(c))
-        statics.append(st if st is not None and st.cand is c else candidate_static(c))
-    keys = [st.key for st in statics]
-    cids = [st.connection for st in statics]
+        if st is None or st.cand is not c:
+            st = candidate_static(c)
+        statics.append(st)
+        keys.append(st.key)
+        cids.append(st.connection)
     stored, _, _ = await state.get_ladder_records((st.provider for st in statics), (), ())
     breaker = {pid: breaker_view(rec, now).value for pid, rec in stored.items()}
     windows = await state.get_window_stats(keys)
     inflight = await state.get_inflight(cids)
+    busy_any = any(inflight.values())
     quotas = await state.get_quotas(cids)
     history = await reliability_stats(gw, now)
     quality = await _quality(state, keys) if await state.get_counter("auto:q:n") else {}
-    task, tier_hint, specificity = hints.task, hints.tier_hint, hints.specificity
-    sess = hints.session_connection
+    task = hints.task
+    # Inputs most requests lack, applied in one branch (PERF-3).
+    rare = bool(quotas or quality or history) or hints.session_connection is not None
+    rare = rare or hints.tier_hint is not None or hints.specificity is not None
+    crc32 = zlib.crc32
+    crc_base = crc32(hints.cache_key.encode()) if hints.cache_key else None
+    best_crc, winner = -1, ""
     out: list[s.CandidateInputs] = []
     new = s.CandidateInputs
     for c, st in zip(pool, statics, strict=True):
-        key, cid = st.key, st.connection
+        key = st.key
         f = st.base.copy()
         fit = st.fitness.get(task)
         if fit is None:
             fit = st.fitness[task] = task_fitness(st.model, task)
         f[s.I_TASK] = fit
-        if tier_hint is not None:
-            f[s.I_TIER_AFFINITY] = tier_affinity(st.tier, tier_hint)
-        if specificity is not None:
-            f[s.I_SPECIFICITY] = specificity_match(st.tier, specificity)
-        if sess is not None:
-            f[s.I_CONTEXT] = 1.0 if cid == sess else 0.1
         exp = st.oauth_expires_at
         if exp is not None:
             f[s.I_SESSION] = max(0.0, min(1.0, (exp - now) / OAUTH_FULL_VALIDITY_S))
-        busy = inflight.get(cid, 0) if inflight else 0
-        if busy:
-            f[s.I_DENSITY] = 1.0 / (1.0 + busy)
-        q = quotas.get(cid) if quotas else None
-        if q is not None:
-            reset = 0.5 if q.reset_at is None else 1.0 - (q.reset_at - now) / RESET_HORIZON_S
-            f[s.I_QUOTA] = q.remaining_fraction
-            f[s.I_RESET] = max(0.0, min(1.0, reset))
-        if quality:
-            f[s.I_QUALITY] = quality.get(key, 0.5)
-        hist_rate: float | None = None
-        if history:
-            hist = history.get(key)
-            if hist is not None and hist[0] >= MIN_HISTORY_SAMPLES:
-                hist_rate = hist[1] / hist[0]
+        if busy_any:
+            busy = inflight.get(st.connection, 0)
+            if busy:
+                f[s.I_DENSITY] = 1.0 / (1.0 + busy)
+        hist_rate = _rare(f, st, hints, quotas, quality, history, now) if rare else None
         w = windows.get(key)
         live = False
         p95, std = st.p95_ms, st.stddev_ms
@@ -285,27 +279,50 @@ async def measure(
             failure = hist_rate if hist_rate is not None else w.error_rate
         if failure:
             f[s.I_RELIABILITY] = 1.0 - failure
+        if crc_base is not None:  # cacheAffinity: rendezvous hashing, the first highest wins
+            crc = crc32(st.crc_tail, crc_base)
+            if crc > best_crc:
+                best_crc, winner = crc, key
         out.append(
             new(c, st.cost, p95, std, err, breaker.get(st.provider, "CLOSED") if breaker else "CLOSED",
                 f, live, key)
         )  # fmt: skip
-    winner = _rendezvous(statics, hints.cache_key)
-    if winner is not None:
+    if crc_base is not None:
         for ci in out:
             if ci.key == winner:
                 ci.factors[s.I_CACHE] = 1.0
     return out
 
 
-def _rendezvous(statics: Sequence[CandidateStatic], cache_key: str | None) -> str | None:
-    """The candidate key with the highest ``crc32(cache_key|candidate key)`` (rendezvous hashing;
-    the first one on a tie)."""
-    if not cache_key or not statics:
-        return None
-    crc32 = zlib.crc32
-    base = crc32(cache_key.encode())
-    crcs = [crc32(st.crc_tail, base) for st in statics]
-    return statics[crcs.index(max(crcs))].key
+def _rare(
+    f: list[float],
+    st: CandidateStatic,
+    hints: MeasureHints,
+    quotas: Mapping[str, QuotaSnapshot],
+    quality: Mapping[str, float],
+    history: Mapping[str, list[int]],
+    now: float,
+) -> float | None:
+    """Fill the factors that come from hints, quota snapshots, feedback and the 24 h history into
+    ``f``; returns the 24 h failure rate (``None`` below :data:`MIN_HISTORY_SAMPLES`)."""
+    if hints.tier_hint is not None:
+        f[s.I_TIER_AFFINITY] = tier_affinity(st.tier, hints.tier_hint)
+    if hints.specificity is not None:
+        f[s.I_SPECIFICITY] = specificity_match(st.tier, hints.specificity)
+    sess = hints.session_connection
+    if sess is not None:
+        f[s.I_CONTEXT] = 1.0 if st.connection == sess else 0.1
+    q = quotas.get(st.connection)
+    if q is not None:
+        reset = 0.5 if q.reset_at is None else 1.0 - (q.reset_at - now) / RESET_HORIZON_S
+        f[s.I_QUOTA] = q.remaining_fraction
+        f[s.I_RESET] = max(0.0, min(1.0, reset))
+    if quality:
+        f[s.I_QUALITY] = quality.get(st.key, 0.5)
+    hist = history.get(st.key)
+    if hist is not None and hist[0] >= MIN_HISTORY_SAMPLES:
+        return hist[1] / hist[0]
+    return None
 
 
 def specificity_of(body: Mapping[str, Any]) -> float:
