@@ -19,6 +19,7 @@ Sources, per candidate (SPEC AUTO-3; cold-start numbers from reference §3.6):
 from __future__ import annotations
 
 import logging
+import operator
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -148,6 +149,7 @@ async def _quality(state: RoutingState, keys: Sequence[str]) -> dict[str, float]
 STATIC_MEMO: Final = "auto-static"
 """``Registry.memo`` entry: ``{id(candidate): CandidateStatic}`` for candidates of cached pools."""
 _STATIC_CAP: Final = 8192
+_POOL_STATICS_MEMO: Final = "auto-pool-statics"
 
 
 class CandidateStatic(NamedTuple):
@@ -202,12 +204,41 @@ def candidate_static(c: Candidate) -> CandidateStatic:
 
 
 def remember_statics(memo: dict[str, Any], pool: Sequence[Candidate]) -> None:
-    """Store the statics of a cached pool's candidates in a registry snapshot's ``memo``."""
+    """Store the statics of a cached pool's candidates in a registry snapshot's ``memo``; a request
+    whose pool is exactly this one reuses the whole list (and its keys and connection ids)."""
     table: dict[int, CandidateStatic] = memo.setdefault(STATIC_MEMO, {})
     if len(table) > _STATIC_CAP:
         table.clear()
+    statics = [candidate_static(c) for c in pool]
+    for st in statics:
+        table[id(st.cand)] = st
+    memo[_POOL_STATICS_MEMO] = (
+        tuple(pool),
+        statics,
+        [st.key for st in statics],
+        [st.connection for st in statics],
+    )
+
+
+def _statics(
+    memo: dict[str, Any], pool: Sequence[Candidate]
+) -> tuple[list[CandidateStatic], list[str], list[str]]:
+    """Statics, keys and connection ids of ``pool`` (read-only lists: they may be the memo's)."""
+    whole = memo.get(_POOL_STATICS_MEMO)
+    if whole is not None and len(whole[0]) == len(pool) and all(map(operator.is_, whole[0], pool)):
+        return whole[1], whole[2], whole[3]
+    table = memo.get(STATIC_MEMO) or {}
+    statics: list[CandidateStatic] = []
+    keys: list[str] = []
+    cids: list[str] = []
     for c in pool:
-        table[id(c)] = candidate_static(c)
+        st = table.get(id(c))
+        if st is None or st.cand is not c:
+            st = candidate_static(c)
+        statics.append(st)
+        keys.append(st.key)
+        cids.append(st.connection)
+    return statics, keys, cids
 
 
 async def measure(
@@ -218,17 +249,7 @@ async def measure(
     kind; what depends on the candidate alone comes from the registry memo when the pool was cached
     (:func:`remember_statics`)."""
     state = gw.state
-    memo = gw.registry.memo.get(STATIC_MEMO) or {}
-    statics: list[CandidateStatic] = []
-    keys: list[str] = []
-    cids: list[str] = []
-    for c in pool:
-        st = memo.get(id(c))
-        if st is None or st.cand is not c:
-            st = candidate_static(c)
-        statics.append(st)
-        keys.append(st.key)
-        cids.append(st.connection)
+    statics, keys, cids = _statics(gw.registry.memo, pool)
     stored, _, _ = await state.get_ladder_records((st.provider for st in statics), (), ())
     breaker = {pid: breaker_view(rec, now).value for pid, rec in stored.items()}
     windows = await state.get_window_stats(keys)
