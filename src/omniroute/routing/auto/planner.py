@@ -271,8 +271,12 @@ async def plan_auto(
                 rd.final_score = ranked[alt].score
                 pick = alt
         by_score = sc.rank(ranked)
-        order = [pick] + [i for i in (rd.order or by_score) if i != pick]
-        if rd.order is not None:  # a router's own order may leave candidates out: score order after
+        if rd.order is None:  # score order with the pick first
+            order = by_score
+            order.remove(pick)
+            order.insert(0, pick)
+        else:  # the router's own order, which may leave candidates out: score order after
+            order = [pick] + [i for i in rd.order if i != pick]
             placed = set(order)
             order += [i for i in by_score if i not in placed]
     ordered = [ranked[i].cand for i in order]
