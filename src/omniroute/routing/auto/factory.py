@@ -21,7 +21,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from omniroute.routing.auto.inputs import remember_statics
+from omniroute.routing.auto.statics import remember_statics
 from omniroute.routing.auto.variants import AutoVariant
 from omniroute.routing.decision import Decision
 from omniroute.routing.registry import Registry
