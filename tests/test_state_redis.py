@@ -286,6 +286,27 @@ async def test_lockouts_are_per_provider_connection_model(backend: tuple[Routing
     assert (await state.lockout_clear(key)).before is None
 
 
+async def test_bulk_reads_return_only_stored_records(backend: tuple[RoutingState, FakeClock]) -> None:
+    """One read for the ladder (RESIL-1/2/3) and one for quotas: only ids that have a record, with
+    the values the single-kind reads give; duplicated ids and lazy iterables are fine."""
+    state, _ = backend
+    assert await state.get_ladder_records([], [], []) == ({}, {}, {})
+    await fail(state)
+    await state.mark_invalid("c1", T0, provider="p", reason="401 bad key")
+    key = LockKey("p", "c1", "m1")
+    await lock(state, key)
+    breakers, cooldowns, locks = await state.get_ladder_records(
+        iter(["p", "q", "p"]), iter(["c1", "c2"]), iter([key, LockKey("p", "c2", "m1")])
+    )
+    assert breakers == {"p": (await state.get_breakers(["p"]))["p"]} and breakers["p"].failures == 1
+    assert cooldowns == await state.get_cooldowns(["c1"]) and cooldowns["c1"].invalid
+    assert locks == await state.get_lockouts([key])
+    snap = QuotaSnapshot(remaining_fraction=0.5, reset_at=T0 + 60, observed_at=T0)
+    await state.set_quota("c1", snap)
+    assert await state.get_quotas(["c1", "c2", "c1"]) == {"c1": snap}
+    assert await state.get_quotas([]) == {}
+
+
 async def test_reset_lockouts_by_provider_and_connection(backend: tuple[RoutingState, FakeClock]) -> None:
     """RESIL-3: resets target a provider, a connection, both, or everything."""
     state, _ = backend

@@ -230,6 +230,14 @@ class PreCallFilter:
     __slots__ = ()
 
     async def __call__(self, candidates: Sequence[Candidate], ctx: LadderContext) -> FilterResult:
+        if not ctx.min_context and not ctx.required_capabilities:
+            est = ctx.estimated_prompt_tokens
+            for cand in candidates:
+                window = cand.model.context_window
+                if window and est > window:
+                    break
+            else:  # the common case: every window fits (or is unknown), nothing to exclude
+                return FilterResult(list(candidates))
         hard_out: list[ExclusionRecord] = []
         kept: list[Candidate] = []
         for cand in candidates:

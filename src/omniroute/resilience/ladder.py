@@ -39,7 +39,14 @@ from omniroute.resilience.filters import (
 from omniroute.resilience.hints import parse_quota_headers
 from omniroute.resilience.lockout import LockoutSettings, ModelLockout
 from omniroute.state.base import Clock, RoutingState
-from omniroute.state.records import BreakerState, breaker_view
+from omniroute.state.records import (
+    BreakerRecord,
+    BreakerState,
+    CooldownRecord,
+    LockKey,
+    LockoutRecord,
+    breaker_view,
+)
 from omniroute.values import Candidate
 
 __all__ = [
@@ -56,6 +63,38 @@ __all__ = [
 
 # The request's own fault says nothing about the target's health (RESIL-5).
 _NOT_TARGET_FAULT = (UpstreamBadRequest, ContextOverflow, ContentFiltered)
+_CLOSED = BreakerState.CLOSED
+
+
+def _quiet(
+    cands: list[Candidate],
+    ctx: LadderContext,
+    breakers: Mapping[str, BreakerRecord],
+    cooldowns: Mapping[str, CooldownRecord],
+    locks: Mapping[LockKey, LockoutRecord],
+) -> bool:
+    """True when no tier can remove a candidate or claim a probe slot at ``ctx.now`` and the
+    default pre-call check (prompt vs. context window) removes nobody: every breaker CLOSED, no
+    active cooldown, invalid mark or lock, every connection active and uncapped."""
+    now = ctx.now
+    for b in breakers.values():
+        if b.state is not _CLOSED:
+            return False
+    for c in cooldowns.values():
+        if c.invalid or c.until > now:
+            return False
+    for lk in locks.values():
+        if lk.until > now:
+            return False
+    est = ctx.estimated_prompt_tokens
+    for cand in cands:
+        conn = cand.connection
+        if not conn.is_active or conn.max_concurrent:
+            return False
+        window = cand.model.context_window
+        if window and est > window:
+            return False
+    return True
 
 
 class Resilience:
@@ -85,11 +124,12 @@ class Resilience:
         self._cooldown_filter = CooldownFilter(self.cooldown)
         self._lockout_filter = LockoutFilter(self.lockout)
         self._probe_filter = ProbeFilter(self.breaker)
+        self._precall = PreCallFilter()
         self.filters: tuple[LadderFilter, ...] = (
             self._breaker_filter,
             self._cooldown_filter,
             self._lockout_filter,
-            PreCallFilter(),
+            self._precall,
             self._probe_filter,
         )
         # Probe slots this process claimed and has not yet settled, by candidate key.
@@ -98,7 +138,29 @@ class Resilience:
     # -- before attempts -----------------------------------------------------------------------
     async def filter(self, candidates: Sequence[Candidate], ctx: LadderContext) -> FilterResult:
         """Run every filter in order; survivors keep their order. ``probes`` lists the keys of
-        survivors admitted as half-open probes (RESIL-1). Exclusions carry human reasons."""
+        survivors admitted as half-open probes (RESIL-1). Exclusions carry human reasons.
+
+        Fast path (every request pays this): one bulk state read
+        (:meth:`~omniroute.state.base.RoutingState.get_ladder_records`) and one pass over the
+        candidates; only when some candidate may be removed or needs a probe slot does the full
+        chain run, so its result is exactly the chain's."""
+        cands = candidates if isinstance(candidates, list) else list(candidates)
+        if not cands:
+            return FilterResult([], [], frozenset())
+        breakers, cooldowns, locks = await self.state.get_ladder_records(
+            (c.provider.id for c in cands),
+            (c.connection.id for c in cands),
+            (LockKey(c.provider.id, c.connection.id, c.model.id) for c in cands),
+        )
+        if _quiet(cands, ctx, breakers, cooldowns, locks):
+            if ctx.min_context or ctx.required_capabilities:
+                fit = await self._precall(cands, ctx)
+                return FilterResult(fit.survivors, fit.exclusions, frozenset())
+            return FilterResult(list(cands), [], frozenset())
+        return await self._chain(cands, ctx)
+
+    async def _chain(self, candidates: Sequence[Candidate], ctx: LadderContext) -> FilterResult:
+        """The full filter chain (breaker → cooldown → lockout → pre-call → probe claim)."""
         survivors = list(candidates)
         exclusions: list[ExclusionRecord] = []
         probes: frozenset[str] = frozenset()

@@ -7,35 +7,107 @@ A :class:`Decision` is built by the engine for every request, carried in the com
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
 from omniroute.errors import AttemptRecord, ExclusionRecord
 
 
-@dataclass
 class Decision:
     """Everything the engine knew and did for one request.
 
     ``candidates``: one dict per candidate considered, in tried order (``provider``, ``model``,
     ``connection`` and, for auto, ``score`` and ``factors``); ``exclusions`` and ``attempts`` as in
     RESIL-7 diagnostics; ``reason`` is the strategy's or router's human explanation.
+
+    Candidate rows may be deferred (:meth:`defer_candidates`): the planner hands over a builder and
+    the rows are made the first time ``candidates`` is read (the decision is serialised off the
+    request path), in the order they were added.
     """
 
-    request_id: str
-    requested_model: str
-    route: str = "model"
-    strategy: str = "single"
-    combo: str | None = None
-    reason: str = ""
-    candidates: list[dict[str, Any]] = field(default_factory=list)
-    exclusions: list[ExclusionRecord] = field(default_factory=list)
-    attempts: list[AttemptRecord] = field(default_factory=list)
-    served: str | None = None
-    final_score: float | None = None
-    top_factors: list[tuple[str, float]] = field(default_factory=list)
-    extra: dict[str, Any] = field(default_factory=dict)
-    ts: float = field(default_factory=time.time)
+    __slots__ = (
+        "_deferred",
+        "_rows",
+        "attempts",
+        "combo",
+        "exclusions",
+        "extra",
+        "final_score",
+        "reason",
+        "request_id",
+        "requested_model",
+        "route",
+        "served",
+        "strategy",
+        "top_factors",
+        "ts",
+    )
+
+    def __init__(
+        self,
+        request_id: str,
+        requested_model: str,
+        route: str = "model",
+        strategy: str = "single",
+        combo: str | None = None,
+        reason: str = "",
+        candidates: list[dict[str, Any]] | None = None,
+        exclusions: list[ExclusionRecord] | None = None,
+        attempts: list[AttemptRecord] | None = None,
+        served: str | None = None,
+        final_score: float | None = None,
+        top_factors: list[tuple[str, float]] | None = None,
+        extra: dict[str, Any] | None = None,
+        ts: float | None = None,
+    ) -> None:
+        self.request_id = request_id
+        self.requested_model = requested_model
+        self.route = route
+        self.strategy = strategy
+        self.combo = combo
+        self.reason = reason
+        self._rows: list[dict[str, Any]] = [] if candidates is None else candidates
+        self._deferred: list[tuple[int, Callable[[], list[dict[str, Any]]]]] | None = None
+        self.exclusions: list[ExclusionRecord] = [] if exclusions is None else exclusions
+        self.attempts: list[AttemptRecord] = [] if attempts is None else attempts
+        self.served = served
+        self.final_score = final_score
+        self.top_factors: list[tuple[str, float]] = [] if top_factors is None else top_factors
+        self.extra: dict[str, Any] = {} if extra is None else extra
+        self.ts: float = time.time() if ts is None else ts
+
+    @property
+    def candidates(self) -> list[dict[str, Any]]:
+        """The candidate rows (deferred ones are built now, once)."""
+        if self._deferred is not None:
+            deferred, self._deferred = self._deferred, None
+            for _, build in deferred:
+                self._rows.extend(build())
+        return self._rows
+
+    @candidates.setter
+    def candidates(self, rows: list[dict[str, Any]]) -> None:
+        self._rows = rows
+        self._deferred = None
+
+    def defer_candidates(self, count: int, build: Callable[[], list[dict[str, Any]]]) -> None:
+        """Append ``count`` candidate rows that ``build()`` makes when ``candidates`` is first read.
+        ``build`` must only read values that no longer change."""
+        if self._deferred is None:
+            self._deferred = []
+        self._deferred.append((count, build))
+
+    @property
+    def candidate_count(self) -> int:
+        """``len(candidates)`` without building deferred rows."""
+        pending = sum(n for n, _ in self._deferred) if self._deferred is not None else 0
+        return len(self._rows) + pending
+
+    def __repr__(self) -> str:
+        return (
+            f"Decision(request_id={self.request_id!r}, requested_model={self.requested_model!r}, "
+            f"route={self.route!r}, strategy={self.strategy!r}, served={self.served!r})"
+        )
 
     def header(self) -> str:
         """Compact ``key=value; …`` summary for ``X-OmniRoute-Decision`` (API-7, OBS-2)."""
@@ -48,7 +120,7 @@ class Decision:
             parts.append(f"score={self.final_score:.3f}")
         if self.top_factors:
             parts.append("top=" + ",".join(f"{k}:{v:.2f}" for k, v in self.top_factors[:3]))
-        parts.append(f"candidates={len(self.candidates)}")
+        parts.append(f"candidates={self.candidate_count}")
         if self.exclusions:
             parts.append(f"excluded={len(self.exclusions)}")
         if len(self.attempts) > 1:

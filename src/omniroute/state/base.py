@@ -157,6 +157,17 @@ class RoutingState(Protocol):
         """Remove locks matching ``provider`` and/or ``connection`` (all when both are ``None``)."""
         ...
 
+    # -- bulk read of the ladder (RESIL-1/2/3) --------------------------------------------------
+    async def get_ladder_records(
+        self, providers: Iterable[str], connection_ids: Iterable[str], lock_keys: Iterable[LockKey]
+    ) -> tuple[dict[str, BreakerRecord], dict[str, CooldownRecord], dict[LockKey, LockoutRecord]]:
+        """``(breakers, cooldowns, lockouts)`` of the given ids in one read: **stored** breaker records
+        only (a provider absent from the map is CLOSED with no failures), cooldown and lockout records
+        only for ids that have one (lockouts may be expired). Duplicated ids are fine. A backend may
+        skip iterating an argument whose kind it has no record of (so lazy iterables cost nothing
+        then); the per-request ladder filter (:meth:`Resilience.filter`) reads through this."""
+        ...
+
     # -- latency / error windows (AUTO-3, AUTO-5) ------------------------------------------------
     async def record_sample(
         self, key: str, now: float, *, latency_ms: float, ok: bool, ttft_ms: float | None = None
@@ -175,6 +186,10 @@ class RoutingState(Protocol):
 
     async def get_quota(self, connection_id: str) -> QuotaSnapshot | None:
         """The latest quota snapshot of a connection, or ``None``."""
+        ...
+
+    async def get_quotas(self, connection_ids: Iterable[str]) -> dict[str, QuotaSnapshot]:
+        """Latest quota snapshots of ``connection_ids`` in one read (only those that have one)."""
         ...
 
     # -- in-flight counts (AUTO-3 connectionDensity, PROV-3 max_concurrent) ----------------------

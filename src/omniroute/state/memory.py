@@ -32,6 +32,7 @@ __all__ = ["DEFAULT_WINDOW_SIZE", "MemoryRoutingState"]
 DEFAULT_WINDOW_SIZE = 100
 """Samples kept per candidate latency/error window (STORE-2 "latency/error windows")."""
 
+_EMPTY_STATS = WindowStats()  # frozen: one shared instance for every key without samples
 _SWEEP_EVERY = 1024  # expired generic records are purged every N writes so TTL'd keys never pile up
 
 
@@ -306,6 +307,17 @@ class MemoryRoutingState:
             ):
                 del self._lockouts[key]
 
+    # -- bulk ladder read ----------------------------------------------------------------------
+    async def get_ladder_records(
+        self, providers: Iterable[str], connection_ids: Iterable[str], lock_keys: Iterable[LockKey]
+    ) -> tuple[dict[str, BreakerRecord], dict[str, CooldownRecord], dict[LockKey, LockoutRecord]]:
+        b, c, lk = self._breakers, self._cooldowns, self._lockouts
+        return (
+            {p: rb for p in providers if (rb := b.get(p)) is not None} if b else {},
+            {i: rc for i in connection_ids if (rc := c.get(i)) is not None} if c else {},
+            {k: rl for k in lock_keys if (rl := lk.get(k)) is not None} if lk else {},
+        )
+
     # -- windows -----------------------------------------------------------------------------
     async def record_sample(
         self, key: str, now: float, *, latency_ms: float, ok: bool, ttft_ms: float | None = None
@@ -316,7 +328,9 @@ class MemoryRoutingState:
         win.add(now, latency_ms, ok, ttft_ms)
 
     async def get_window_stats(self, keys: Iterable[str]) -> dict[str, WindowStats]:
-        empty = WindowStats()
+        empty = _EMPTY_STATS
+        if not self._windows:
+            return dict.fromkeys(keys, empty)
         out: dict[str, WindowStats] = {}
         for key in keys:
             win = self._windows.get(key)
@@ -329,6 +343,10 @@ class MemoryRoutingState:
 
     async def get_quota(self, connection_id: str) -> QuotaSnapshot | None:
         return self._quotas.get(connection_id)
+
+    async def get_quotas(self, connection_ids: Iterable[str]) -> dict[str, QuotaSnapshot]:
+        q = self._quotas
+        return {i: r for i in connection_ids if (r := q.get(i)) is not None} if q else {}
 
     # -- in-flight ---------------------------------------------------------------------------
     async def incr_inflight(self, connection_id: str) -> int:
@@ -345,7 +363,10 @@ class MemoryRoutingState:
         return n
 
     async def get_inflight(self, connection_ids: Iterable[str]) -> dict[str, int]:
-        return {cid: self._inflight.get(cid, 0) for cid in connection_ids}
+        busy = self._inflight
+        if not busy:
+            return dict.fromkeys(connection_ids, 0)
+        return {cid: busy.get(cid, 0) for cid in connection_ids}
 
     # -- generic -----------------------------------------------------------------------------
     async def incr_counter(self, key: str, amount: int = 1) -> int:

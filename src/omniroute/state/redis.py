@@ -590,6 +590,27 @@ class RedisRoutingState:
                 found[k] = rec
         return found
 
+    async def get_ladder_records(
+        self, providers: Iterable[str], connection_ids: Iterable[str], lock_keys: Iterable[LockKey]
+    ) -> tuple[dict[str, BreakerRecord], dict[str, CooldownRecord], dict[LockKey, LockoutRecord]]:
+        pids = list(dict.fromkeys(providers))
+        cids = list(dict.fromkeys(connection_ids))
+        lks = list(dict.fromkeys(LockKey(*k) for k in lock_keys))
+        keys = [self.key("breaker", p) for p in pids] + [self.key("cooldown", c) for c in cids]
+        keys += [self.key("lockout", k.as_str()) for k in lks]
+        if not keys:
+            return {}, {}, {}
+        raws = [_raw(r) for r in await self._client().mget(keys)]  # one round trip for the three kinds
+        nb, nc = len(pids), len(pids) + len(cids)
+        breakers = {p: self._breaker(p, r) for p, r in zip(pids, raws[:nb], strict=True) if r is not None}
+        cooldowns = {c: self._cooldown(c, r) for c, r in zip(cids, raws[nb:nc], strict=True) if r is not None}
+        locks: dict[LockKey, LockoutRecord] = {}
+        for k, r in zip(lks, raws[nc:], strict=True):
+            rec = self._lockout(r)
+            if rec is not None:
+                locks[k] = rec
+        return breakers, cooldowns, locks
+
     async def all_lockouts(self) -> list[LockoutRecord]:
         out: list[LockoutRecord] = []
         for _, raw in await self._snapshot("lockout"):
@@ -686,6 +707,17 @@ class RedisRoutingState:
     async def get_quota(self, connection_id: str) -> QuotaSnapshot | None:
         raw = await self._client().hget(self.key("quota"), connection_id)
         return None if raw is None else QuotaSnapshot.from_dict(orjson.loads(raw))
+
+    async def get_quotas(self, connection_ids: Iterable[str]) -> dict[str, QuotaSnapshot]:
+        ids = list(dict.fromkeys(connection_ids))
+        if not ids:
+            return {}
+        raws = await self._client().hmget(self.key("quota"), ids)
+        return {
+            c: QuotaSnapshot.from_dict(orjson.loads(raw))
+            for c, raw in zip(ids, raws, strict=True)
+            if raw is not None
+        }
 
     # -- in-flight counts (AUTO-3 connectionDensity, PROV-3 max_concurrent) ----------------------
     async def _inflight_add(self, connection_id: str, delta: int) -> int:
@@ -999,6 +1031,12 @@ class ResilientRoutingState:
         await self._run(lambda s: s.reset_cooldowns(connection=connection, provider=provider))
 
     # -- RESIL-3 lockout -----------------------------------------------------------------------
+    async def get_ladder_records(
+        self, providers: Iterable[str], connection_ids: Iterable[str], lock_keys: Iterable[LockKey]
+    ) -> tuple[dict[str, BreakerRecord], dict[str, CooldownRecord], dict[LockKey, LockoutRecord]]:
+        pids, cids, lks = list(providers), list(connection_ids), list(lock_keys)
+        return await self._run(lambda s: s.get_ladder_records(pids, cids, lks))
+
     async def get_lockouts(self, keys: Iterable[LockKey]) -> dict[LockKey, LockoutRecord]:
         wanted = list(keys)
         return await self._run(lambda s: s.get_lockouts(wanted))
@@ -1052,6 +1090,10 @@ class ResilientRoutingState:
 
     async def get_quota(self, connection_id: str) -> QuotaSnapshot | None:
         return await self._run(lambda s: s.get_quota(connection_id))
+
+    async def get_quotas(self, connection_ids: Iterable[str]) -> dict[str, QuotaSnapshot]:
+        ids = list(connection_ids)
+        return await self._run(lambda s: s.get_quotas(ids))
 
     # -- in-flight (balanced across a switch, see the class docstring) ----------------------------
     async def incr_inflight(self, connection_id: str) -> int:

@@ -3,6 +3,7 @@
 self-healing. :func:`plan_auto` is the entry point the planner calls for ``kind == "auto"`` plans.
 
 Modules: :mod:`.variants` (ids), :mod:`.factory` (pools, exclusions), :mod:`.inputs` (measurements),
+:mod:`.statics` (per-candidate statics, cached per registry snapshot),
 :mod:`.scoring` (factors, weights), :mod:`.packs`, :mod:`.routers`, :mod:`.fitness`, :mod:`.controls`,
 :mod:`.healing`, :mod:`.lkgp`, :mod:`.listing` (advertised ids), :mod:`.options` (weights, SLA),
 :mod:`.explain` (the decision record), :mod:`.planner` (the pipeline).

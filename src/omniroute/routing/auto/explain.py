@@ -51,15 +51,24 @@ def fill_decision(
     probe: Candidate | None,
 ) -> None:
     """Write the auto plan's outcome into ``decision``: ``ranked[order[0]]`` is what goes first
-    after a probe; candidates excluded after scoring are listed with their reason."""
-    row = candidate_row
-    rows = [row(ranked[i], "pick" if n == 0 else "fallback") for n, i in enumerate(order)]
-    if probe is not None:
-        for r in rows:
-            if r["key"] == probe.key:
-                r["role"] = "probe"
-    rows += [{**row(c, "excluded"), "excluded": dropped[c.key]} for c in inputs if c.key in dropped]
-    decision.candidates.extend(rows)
+    after a probe; candidates excluded after scoring are listed with their reason. The candidate
+    rows are deferred (:meth:`Decision.defer_candidates`): nothing here may change afterwards."""
+    probe_key = probe.key if probe is not None else None
+
+    def rows() -> list[dict[str, Any]]:
+        row = candidate_row
+        out = [row(ranked[i], "pick" if n == 0 else "fallback") for n, i in enumerate(order)]
+        if probe_key is not None:
+            for r in out:
+                if r["key"] == probe_key:
+                    r["role"] = "probe"
+        out += [{**row(c, "excluded"), "excluded": dropped[c.key]} for c in inputs if c.key in dropped]
+        return out
+
+    # The rows (16 factors per candidate) are built when the decision is read or stored, off the
+    # request path; every value they read is final here.
+    n_dropped = sum(1 for c in inputs if c.key in dropped) if dropped else 0
+    decision.defer_candidates(len(order) + n_dropped, rows)
     decision.extra["auto"] = info
     decision.extra["incident_mode"] = info.get("incident_mode", False)
     decision.extra["exploration"] = explored

@@ -3,7 +3,8 @@
 Zero-config channels (:func:`virtual_pool`): one candidate per active connection with a usable
 credential — a non-empty API key, or an OAuth access token that has not expired — with model =
 the connection's default model, else its provider's first catalog model (reference §3.4). Nothing
-is persisted, so a new or recovered connection joins on the next request. Persisted ``strategy:
+is persisted, so a new or recovered connection joins on the next request (the pool is derived from
+the registry snapshot, cached on it, and rebuilt when a token in it expires). Persisted ``strategy:
 "auto"`` combos (:func:`combo_pool`) expand their targets per connection (or use the virtual pool
 when they have none) and keep only ``config.auto.candidatePool`` providers when that list is set.
 
@@ -16,9 +17,11 @@ match, or a store error, leaves the pool as it was).
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
+from omniroute.routing.auto.statics import remember_statics
 from omniroute.routing.auto.variants import AutoVariant
 from omniroute.routing.decision import Decision
 from omniroute.routing.registry import Registry
@@ -60,9 +63,20 @@ def _model_for(reg: Registry, provider: ProviderInfo, conn: Connection) -> Model
     return provider.models[0] if provider.models else None
 
 
+_POOL_MEMO: Final = "auto-virtual-pool"
+
+
 def virtual_pool(reg: Registry, now: float) -> list[Candidate]:
-    """One candidate per usable connection, in catalog then connection-priority order (AUTO-2)."""
+    """One candidate per usable connection, in catalog then connection-priority order (AUTO-2).
+
+    Built once per registry snapshot (``Registry.memo``) and reused until the first OAuth token in it
+    expires (``now`` epoch s); a management edit builds a new snapshot and so a new pool. Returns a
+    fresh list of the (immutable) candidates."""
+    hit = reg.memo.get(_POOL_MEMO)
+    if hit is not None and hit[1] <= now < hit[2]:
+        return list(hit[0])
     out: list[Candidate] = []
+    valid_until = math.inf
     for provider_id, conns in reg.connections.items():
         provider = reg.catalog.provider(provider_id)
         if provider is None:
@@ -73,6 +87,10 @@ def virtual_pool(reg: Registry, now: float) -> list[Candidate]:
             model = _model_for(reg, provider, conn)
             if model is not None:
                 out.append(Candidate(provider, conn, model))
+                if conn.auth_type != "api_key" and conn.expires_at is not None:
+                    valid_until = min(valid_until, conn.expires_at)
+    reg.memo[_POOL_MEMO] = (tuple(out), now, valid_until)
+    remember_statics(reg.memo, out)
     return out
 
 

@@ -160,7 +160,14 @@ def request_text(body: Mapping[str, Any]) -> tuple[str, str, str]:
 def detect_task(body: Mapping[str, Any]) -> str:
     """The task type of a request from its system prompt and last user message (AUTO-6)."""
     system, _, last = request_text(body)
-    text = f"{system[-2000:]}\n{last[:_MAX_TEXT_CHARS]}".lower()
+    return _classify(f"{system[-2000:]}\n{last[:_MAX_TEXT_CHARS]}".lower())
+
+
+@lru_cache(maxsize=256)
+def _classify(text: str) -> str:
+    """The first task (in :data:`TASK_ORDER`) whose keywords occur in ``text`` (lower-cased); pure,
+    memoised because one conversation sends the same system prompt and user turn many times (tool
+    loops, retries)."""
     if not text.strip():
         return DEFAULT_TASK
     for task, pattern in _RULES:

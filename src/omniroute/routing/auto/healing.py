@@ -116,7 +116,7 @@ def in_incident(pool: Sequence[CandidateInputs]) -> bool:
     """More than half of the pool has an OPEN breaker (AUTO-8)."""
     if not pool:
         return False
-    open_ = sum(1 for c in pool if c.breaker == "OPEN")
+    open_ = [c.breaker for c in pool].count("OPEN")
     return open_ > INCIDENT_OPEN_FRACTION * len(pool)
 
 

@@ -26,8 +26,15 @@ from typing import TYPE_CHECKING, Any, Final
 
 from omniroute.routing.auto import scoring as s
 from omniroute.routing.auto.fitness import task_fitness
+from omniroute.routing.auto.statics import (
+    BOOTSTRAP_P95_MS,
+    DEFAULT_P95_MS,
+    MIN_STDDEV_MS,
+    CandidateStatic,
+    pool_statics,
+)
 from omniroute.state.base import RoutingState
-from omniroute.state.records import breaker_view
+from omniroute.state.records import QuotaSnapshot, breaker_view
 from omniroute.values import Candidate
 
 if TYPE_CHECKING:
@@ -48,21 +55,9 @@ __all__ = [
 
 log = logging.getLogger("omniroute.auto")
 
-BOOTSTRAP_P95_MS: Final[Mapping[str, float]] = {
-    "grok-4-fast-non-reasoning": 1143.0,
-    "grok-4-1-fast-non-reasoning": 1244.0,
-    "gemini-2.5-flash": 1238.0,
-    "kimi-k2.5": 1646.0,
-    "gpt-4o-mini": 2764.0,
-    "claude-sonnet-4.6": 4000.0,
-    "claude-opus-4.6": 6000.0,
-    "deepseek-chat": 2000.0,
-}
-DEFAULT_P95_MS: Final = 1500.0
 DEFAULT_ERROR_RATE: Final = 0.05
 MIN_LIVE_SAMPLES: Final = 3
 MIN_HISTORY_SAMPLES: Final = 10
-MIN_STDDEV_MS: Final = 10.0
 RELIABILITY_TTL_S: Final = 300.0
 RESET_HORIZON_S: Final = 5 * 3600.0
 OAUTH_FULL_VALIDITY_S: Final = 3600.0
@@ -102,13 +97,6 @@ def specificity_match(model_tier: str, score: float | None) -> float:
     if model_tier == "premium":
         return 0.9 if score > 50 else 0.3
     return 0.9 if 15 < score <= 50 else 0.4
-
-
-def _session_availability(cand: Candidate, now: float) -> float:
-    conn = cand.connection
-    if conn.auth_type == "api_key" or conn.expires_at is None:
-        return 1.0
-    return max(0.0, min(1.0, (conn.expires_at - now) / OAUTH_FULL_VALIDITY_S))
 
 
 async def reliability_stats(gw: Gateway, now: float) -> dict[str, list[int]]:
@@ -152,92 +140,105 @@ async def measure(
     gw: Gateway, pool: Sequence[Candidate], hints: MeasureHints, now: float
 ) -> list[s.CandidateInputs]:
     """Scoring inputs for every candidate of ``pool`` with the absolute factors filled in
-    (relative ones by :func:`~omniroute.routing.auto.scoring.score_pool`). One state read per kind
-    (plus one quota read per connection); per-provider and per-connection values computed once."""
+    (relative ones by :func:`~omniroute.routing.auto.scoring.score_pool`). One bulk state read per
+    kind; what depends on the candidate alone comes from the registry memo when the pool was cached
+    (:func:`remember_statics`)."""
     state = gw.state
-    keys = [c.key for c in pool]
-    records = await state.get_breakers({c.provider.id for c in pool})
-    breaker = {pid: breaker_view(rec, now).value for pid, rec in records.items()}
+    statics, keys, cids = pool_statics(gw.registry.memo, pool)
+    stored, _, _ = await state.get_ladder_records((st.provider for st in statics), (), ())
+    breaker = {pid: breaker_view(rec, now).value for pid, rec in stored.items()}
     windows = await state.get_window_stats(keys)
-    conns = {c.connection.id: c for c in pool}
-    inflight = await state.get_inflight(conns)
-    per_conn: dict[str, tuple[float, float, float, float, float, float]] = {}
-    for cid, c in conns.items():
-        q = await state.get_quota(cid)
-        reset = 0.5 if q is None or q.reset_at is None else 1.0 - (q.reset_at - now) / RESET_HORIZON_S
-        per_conn[cid] = (
-            q.remaining_fraction if q is not None else 1.0,
-            max(0.0, min(1.0, reset)),
-            1.0 / (1.0 + inflight.get(cid, 0)),
-            _session_availability(c, now),
-            s.TIER_PRIORITY.get(c.connection.account_tier, 0.33),
-            0.5 if hints.session_connection is None else (1.0 if cid == hints.session_connection else 0.1),
-        )
+    inflight = await state.get_inflight(cids)
+    busy_any = any(inflight.values())
+    quotas = await state.get_quotas(cids)
     history = await reliability_stats(gw, now)
     quality = await _quality(state, keys) if await state.get_counter("auto:q:n") else {}
-    cache_winner = _rendezvous(keys, hints.cache_key)
-    task, tier_hint, specificity = hints.task, hints.tier_hint, hints.specificity
+    task = hints.task
+    # Inputs most requests lack, applied in one branch (PERF-3).
+    rare = bool(quotas or quality or history) or hints.session_connection is not None
+    rare = rare or hints.tier_hint is not None or hints.specificity is not None
+    crc32 = zlib.crc32
+    crc_base = crc32(hints.cache_key.encode()) if hints.cache_key else None
+    best_crc, winner = -1, ""
     out: list[s.CandidateInputs] = []
-    for c, key in zip(pool, keys, strict=True):
-        model = c.model
+    new = s.CandidateInputs
+    for c, st in zip(pool, statics, strict=True):
+        key = st.key
+        f = st.base.copy()
+        fit = st.fitness.get(task)
+        if fit is None:
+            fit = st.fitness[task] = task_fitness(st.model, task)
+        f[s.I_TASK] = fit
+        exp = st.oauth_expires_at
+        if exp is not None:
+            f[s.I_SESSION] = max(0.0, min(1.0, (exp - now) / OAUTH_FULL_VALIDITY_S))
+        if busy_any:
+            busy = inflight.get(st.connection, 0)
+            if busy:
+                f[s.I_DENSITY] = 1.0 / (1.0 + busy)
+        hist_rate = _rare(f, st, hints, quotas, quality, history, now) if rare else None
         w = windows.get(key)
-        wn = w.count if w is not None else 0
-        live = w is not None and wn >= MIN_LIVE_SAMPLES and w.p95_ms is not None
-        if live and w is not None and w.p95_ms is not None:
-            p95 = w.p95_ms
-            std = max(MIN_STDDEV_MS, w.stddev_ms or 0.0)
+        live = False
+        p95, std = st.p95_ms, st.stddev_ms
+        if w is None or w.count == 0:
+            err = DEFAULT_ERROR_RATE if hist_rate is None else hist_rate
+            failure = hist_rate or 0.0
         else:
-            p95 = BOOTSTRAP_P95_MS.get(model.id.lower(), DEFAULT_P95_MS)
-            std = max(MIN_STDDEV_MS, 0.1 * p95)
-        hist = history.get(key) if history else None
-        hist_rate = hist[1] / hist[0] if hist is not None and hist[0] >= MIN_HISTORY_SAMPLES else None
-        live_rate = w.error_rate if w is not None and wn > 0 else None
-        if w is not None and wn >= MIN_LIVE_SAMPLES:
-            err = w.error_rate
-        else:
-            err = hist_rate if hist_rate is not None else DEFAULT_ERROR_RATE
-        failure = hist_rate if hist_rate is not None else (live_rate or 0.0)
-        quota, reset_aff, density, session_av, tier_prio, ctx_aff = per_conn[c.connection.id]
-        tier = model.tier
-        factors = [
-            quota,
-            0.0,  # health: set from the breaker by CandidateInputs
-            0.0,  # costInv, latencyInv, stability: pool-relative, set by score_pool
-            0.0,
-            task_fitness(model.id, task),
-            0.0,
-            tier_prio,
-            tier_affinity(tier, tier_hint),
-            specificity_match(tier, specificity),
-            ctx_aff,
-            session_av,
-            density,
-            1.0 if key == cache_winner else 0.0,
-            reset_aff,
-            quality.get(key, 0.5),
-            1.0 - failure,
-        ]
+            if w.count >= MIN_LIVE_SAMPLES:
+                err = w.error_rate
+                if w.p95_ms is not None:
+                    live = True
+                    p95 = w.p95_ms
+                    std = max(MIN_STDDEV_MS, w.stddev_ms or 0.0)
+            else:
+                err = hist_rate if hist_rate is not None else DEFAULT_ERROR_RATE
+            failure = hist_rate if hist_rate is not None else w.error_rate
+        if failure:
+            f[s.I_RELIABILITY] = 1.0 - failure
+        if crc_base is not None:  # cacheAffinity: rendezvous hashing, the first highest wins
+            crc = crc32(st.crc_tail, crc_base)
+            if crc > best_crc:
+                best_crc, winner = crc, key
         out.append(
-            s.CandidateInputs(
-                c,
-                cost=model.blended_price,
-                p95_ms=p95,
-                stddev_ms=std,
-                error_rate=err,
-                breaker=breaker[c.provider.id],
-                factors=factors,
-                measured=live,
-                key=key,
-            )
-        )
+            new(c, st.cost, p95, std, err, breaker.get(st.provider, "CLOSED") if breaker else "CLOSED",
+                f, live, key)
+        )  # fmt: skip
+    if crc_base is not None:
+        for ci in out:
+            if ci.key == winner:
+                ci.factors[s.I_CACHE] = 1.0
     return out
 
 
-def _rendezvous(keys: Sequence[str], cache_key: str | None) -> str | None:
-    """The candidate key with the highest ``crc32(cache_key|candidate key)`` (rendezvous hashing)."""
-    if not cache_key or not keys:
-        return None
-    return max(keys, key=lambda k: zlib.crc32(f"{cache_key}|{k}".encode()))
+def _rare(
+    f: list[float],
+    st: CandidateStatic,
+    hints: MeasureHints,
+    quotas: Mapping[str, QuotaSnapshot],
+    quality: Mapping[str, float],
+    history: Mapping[str, list[int]],
+    now: float,
+) -> float | None:
+    """Fill the factors that come from hints, quota snapshots, feedback and the 24 h history into
+    ``f``; returns the 24 h failure rate (``None`` below :data:`MIN_HISTORY_SAMPLES`)."""
+    if hints.tier_hint is not None:
+        f[s.I_TIER_AFFINITY] = tier_affinity(st.tier, hints.tier_hint)
+    if hints.specificity is not None:
+        f[s.I_SPECIFICITY] = specificity_match(st.tier, hints.specificity)
+    sess = hints.session_connection
+    if sess is not None:
+        f[s.I_CONTEXT] = 1.0 if st.connection == sess else 0.1
+    q = quotas.get(st.connection)
+    if q is not None:
+        reset = 0.5 if q.reset_at is None else 1.0 - (q.reset_at - now) / RESET_HORIZON_S
+        f[s.I_QUOTA] = q.remaining_fraction
+        f[s.I_RESET] = max(0.0, min(1.0, reset))
+    if quality:
+        f[s.I_QUALITY] = quality.get(st.key, 0.5)
+    hist = history.get(st.key)
+    if hist is not None and hist[0] >= MIN_HISTORY_SAMPLES:
+        return hist[1] / hist[0]
+    return None
 
 
 def specificity_of(body: Mapping[str, Any]) -> float:

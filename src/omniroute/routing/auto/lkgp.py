@@ -48,11 +48,12 @@ def conversation_hash(api_key_id: str | None, body: Mapping[str, Any]) -> str:
     return h.hexdigest()
 
 
-def session_key(req: ChatRequest) -> str:
-    """The request's session: its session header, else :func:`conversation_hash` (AUTO-5a)."""
+def session_key(req: ChatRequest, conversation: str | None = None) -> str:
+    """The request's session: its session header, else :func:`conversation_hash` (AUTO-5a);
+    ``conversation`` is that hash when the caller already has it."""
     if req.session_id:
         return "s:" + req.session_id
-    return "h:" + conversation_hash(req.api_key_id, req.body)
+    return "h:" + (conversation or conversation_hash(req.api_key_id, req.body))
 
 
 def lkgp_state_key(combo: str, session: str, scope: str = "session") -> str:

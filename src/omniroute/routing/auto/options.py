@@ -52,8 +52,13 @@ def weights_for(
     return dict(sc.DEFAULT_WEIGHTS), "default"
 
 
+_DEFAULT_SLA = SlaPolicy()
+
+
 def sla_policy(options: Mapping[str, Any]) -> SlaPolicy:
     """SLA fields of a combo config (top level or nested ``sla``) (AUTO-5)."""
+    if not options:
+        return _DEFAULT_SLA
     nested = options.get("sla") if isinstance(options.get("sla"), Mapping) else {}
     assert isinstance(nested, Mapping)
 

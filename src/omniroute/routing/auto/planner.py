@@ -122,7 +122,7 @@ async def _heal(
 ) -> tuple[list[Candidate], Candidate | None]:
     """Drop candidates in a self-healing cooldown; claim at most one re-admission probe (AUTO-8)."""
     probe: Candidate | None = None
-    entries = await healing.heal_entries(gw.state, [c.key for c in pool])
+    entries = await healing.heal_entries(gw.state, (c.key for c in pool))  # lazy: usually unread
     if not entries:
         return pool, None
     drop: dict[str, str] = {}
@@ -205,7 +205,8 @@ async def plan_auto(
     )
     pool, cheapest_mode = _budget(pool, est, cap, fallback, decision, info)
 
-    session = session_key(req)
+    conversation = conversation_hash(req.api_key_id, body)
+    session = session_key(req, conversation)
     lkgp_key = lkgp_state_key(variant.id, session, gw.config.auto.lkgp_scope)
     record = await read_lkgp(gw.state, lkgp_key)
     sticky = record is not None and ch.router == "lkgp" and options.get("lkgpEnabled") is not False
@@ -216,7 +217,7 @@ async def plan_auto(
         session_connection=record.key.rsplit("@", 1)[-1] if record is not None and record.key else None,
         tier_hint=variant.tier_hint,
         specificity=specificity_of(body) if options.get("complexityAwareRouting") else None,
-        cache_key=str(body.get("prompt_cache_key") or "") or conversation_hash(req.api_key_id, body),
+        cache_key=str(body.get("prompt_cache_key") or "") or conversation,
     )
     inputs = await measure(gw, pool, hints, now)
     incident = healing.in_incident(inputs)
@@ -224,11 +225,11 @@ async def plan_auto(
         weights, source = dict(packs.MODE_PACKS[packs.RELIABILITY_FIRST]), "reliability-first (incident mode)"
     else:
         weights, source = weights_for(controls.mode, options, variant.pack)
-    wvec = sc.weight_vector(weights)
+    wvec = _vector(weights, source)
     sc.score_pool(inputs, wvec)
     info.update(task_type=hints.task, weights=source, incident_mode=incident, session=session)
     dropped = await _threshold(gw, inputs, probe, now, decision)
-    ranked = [ci for ci in inputs if ci.key not in dropped]
+    ranked = [ci for ci in inputs if ci.key not in dropped] if dropped else inputs
 
     rd: RouterDecision | None = None
     explored = False
@@ -270,9 +271,14 @@ async def plan_auto(
                 rd.final_score = ranked[alt].score
                 pick = alt
         by_score = sc.rank(ranked)
-        order = [pick] + [i for i in (rd.order or by_score) if i != pick]
-        placed = set(order)
-        order += [i for i in by_score if i not in placed]
+        if rd.order is None:  # score order with the pick first
+            order = by_score
+            order.remove(pick)
+            order.insert(0, pick)
+        else:  # the router's own order, which may leave candidates out: score order after
+            order = [pick] + [i for i in rd.order if i != pick]
+            placed = set(order)
+            order += [i for i in by_score if i not in placed]
     ordered = [ranked[i].cand for i in order]
     if probe is not None:
         ordered = [probe] + [c for c in ordered if c.key != probe.key]
@@ -281,6 +287,20 @@ async def plan_auto(
     prepare = _effort(req, controls, ordered, info)
     fill_decision(decision, ranked, order, inputs, dropped, rd, wvec, info, explored, probe)
     return ordered, RunOptions(on_success=_on_success(gw, lkgp_key, probe, decision), prepare=prepare)
+
+
+_PACK_VECTORS: dict[str, tuple[float, ...]] = {}
+"""Weight vectors of the named (immutable) packs and defaults, by weights source name."""
+
+
+def _vector(weights: Mapping[str, float], source: str) -> tuple[float, ...]:
+    """``sc.weight_vector(weights)``, built once per named source (``custom`` weights every time)."""
+    if source == "custom":
+        return sc.weight_vector(weights)
+    vec = _PACK_VECTORS.get(source)
+    if vec is None:
+        vec = _PACK_VECTORS[source] = sc.weight_vector(weights)
+    return vec
 
 
 def _cost_key(v: float | None) -> tuple[bool, float]:

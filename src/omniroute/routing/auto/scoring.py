@@ -88,6 +88,8 @@ DEFAULT_WEIGHTS: Mapping[str, float] = MappingProxyType(
 HEALTH_BY_STATE: Mapping[str, float] = MappingProxyType({"CLOSED": 1.0, "HALF_OPEN": 0.5, "OPEN": 0.0})
 """``health`` by provider breaker state (AUTO-3)."""
 
+_HEALTH: Final[dict[str, float]] = dict(HEALTH_BY_STATE)  # a plain dict reads faster on the hot path
+
 TIER_PRIORITY: Mapping[str, float] = MappingProxyType(
     {"ultra": 1.0, "pro": 0.67, "standard": 0.33, "free": 0.0}
 )
@@ -155,7 +157,6 @@ class CandidateInputs:
     def __init__(
         self,
         cand: Candidate,
-        *,
         cost: float | None,
         p95_ms: float,
         stddev_ms: float,
@@ -172,8 +173,10 @@ class CandidateInputs:
         self.error_rate = error_rate
         self.breaker = breaker
         self.key = key if key is not None else cand.key
-        self.factors: list[float] = factors if factors is not None else [0.5] * 16
-        self.factors[I_HEALTH] = HEALTH_BY_STATE.get(breaker, 1.0)
+        if factors is None:
+            factors = [0.5] * 16
+        factors[I_HEALTH] = _HEALTH.get(breaker, 1.0)
+        self.factors: list[float] = factors
         self.measured = measured
         self.score = 0.0
 
@@ -222,10 +225,13 @@ def score_pool(pool: Sequence[CandidateInputs], weights: Sequence[float]) -> Non
 
 def rank(pool: Sequence[CandidateInputs]) -> list[int]:
     """Indices of ``pool`` by score, best first; exact ties keep pool order (stable)."""
-    return sorted(range(len(pool)), key=lambda i: -pool[i].score)
+    scores = [c.score for c in pool]
+    return sorted(range(len(scores)), key=scores.__getitem__, reverse=True)  # reverse keeps ties stable
 
 
 def top_factors(c: CandidateInputs, weights: Sequence[float], n: int = 3) -> list[tuple[str, float]]:
     """The ``n`` factors that contributed most (weight·value) to ``c``'s score, with their values."""
-    contrib = sorted(range(16), key=lambda i: -weights[i] * c.factors[i])
+    f = c.factors
+    neg = [-weights[i] * f[i] for i in range(16)]
+    contrib = sorted(range(16), key=neg.__getitem__)
     return [(FACTORS[i], c.factors[i]) for i in contrib[:n] if weights[i] > 0]

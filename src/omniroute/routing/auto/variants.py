@@ -20,6 +20,7 @@ Filtering is fail-open (no match → the full pool). Every virtual channel route
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Final
 
 from omniroute.errors import InvalidRequest
@@ -135,8 +136,10 @@ def _invalid(model: str, why: str) -> InvalidRequest:
     )
 
 
+@lru_cache(maxsize=256)
 def parse_auto_id(model: str) -> AutoVariant:
-    """Parse ``auto``, ``auto/<variant>`` or ``auto/<category>[:<tier>]`` (AUTO-1).
+    """Parse ``auto``, ``auto/<variant>`` or ``auto/<category>[:<tier>]`` (AUTO-1); pure and
+    memoised (the result is immutable).
 
     Raises :class:`~omniroute.errors.InvalidRequest` (400) naming the valid ids for anything else."""
     low = model.strip().lower()
