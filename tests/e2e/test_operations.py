@@ -239,3 +239,37 @@ def test_providers_and_connections_cli_list_with_masked_secrets(tmp_path: Path) 
     out = runner.invoke(cli_app, ["connections", "list", "--config", str(cfg)], env={"COLUMNS": "200"})
     assert out.exit_code == 0 and "c1" in out.output
     assert "sk-very-secret-9999" not in out.output
+
+
+def test_serve_behind_a_local_reverse_proxy_keeps_the_admin_api_loopback_only(tmp_path: Path) -> None:
+    """API-8: with no admin key, a request a local reverse proxy forwards for a remote client
+    (``X-Forwarded-For``) is not a loopback client, so `serve` refuses it on /api/*."""
+    import time
+
+    from omniroute.testing.gateway import free_port
+
+    port = free_port()
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text(f"server: {{port: {port}}}\ndatabase_url: sqlite:///{tmp_path}/o.db\n")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "omniroute.cli", "serve", "--config", str(cfg)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}/api/resilience"
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                local = httpx.get(url, timeout=2)
+                break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline, "serve did not start"
+                time.sleep(0.2)
+        assert local.status_code == 200
+        forwarded = httpx.get(url, headers={"x-forwarded-for": "203.0.113.7"}, timeout=5)
+        assert forwarded.status_code == 403
+        assert forwarded.json()["error"]["code"] == "admin_loopback_only"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
