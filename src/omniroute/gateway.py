@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from omniroute import bootstrap
+from omniroute.api.deadlines import BodyDeadlines
 from omniroute.config import Config, ConfigError
 from omniroute.errors import AuthenticationFailed, BudgetExceeded, PermissionDenied
 from omniroute.observe.batch import BatchWriter
@@ -90,6 +91,7 @@ class Gateway:
         self.decisions: OrderedDict[str, Decision] = OrderedDict()
         self.started_at = time.time()
         self.metrics = Metrics()
+        self.body_deadlines = BodyDeadlines()  # 408 for request bodies that stop arriving
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:

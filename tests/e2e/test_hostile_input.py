@@ -337,3 +337,36 @@ def test_unexpected_error_after_the_response_started_never_looks_complete(gatewa
         {"model": "local-o/model-o", "messages": [{"role": "user", "content": "x"}]},
     )
     assert r.status_code == 200
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/messages", "/v1/embeddings"])
+def test_a_body_that_stops_arriving_is_a_408_and_other_requests_go_on(
+    gateway: GatewayThread, path: str
+) -> None:
+    """API-6: a client that announces a body and stalls gets 408 in the error shape after the body
+    allowance; requests beside it are answered meanwhile."""
+    gateway.gateway.body_deadlines.timeout_s = 0.5
+    try:
+        with socket.create_connection(("127.0.0.1", gateway.port), timeout=10) as s:
+            s.sendall(
+                f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                'Content-Length: 100\r\n\r\n{"model"'.encode()
+            )
+            ok = post(
+                gateway,
+                "/v1/chat/completions",
+                {"model": "local-o/model-o", "messages": [{"role": "user", "content": "x"}]},
+            )
+            assert ok.status_code == 200
+            t0 = time.monotonic()
+            reply = b""
+            while b"\r\n\r\n" not in reply or not reply.rstrip().endswith(b"}"):
+                data = s.recv(4096)
+                if not data:
+                    break
+                reply += data
+        assert time.monotonic() - t0 < 5
+    finally:
+        gateway.gateway.body_deadlines.timeout_s = 30.0
+    assert reply.startswith(b"HTTP/1.1 408"), reply[:200]
+    assert b"did not arrive" in reply

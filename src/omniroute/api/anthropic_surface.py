@@ -57,7 +57,7 @@ async def _read(
 ) -> tuple[dict[str, Any] | None, bytes]:
     """Authenticate (``x-api-key`` or bearer, API-8) and read the body; raises GatewayError."""
     key = gw.authenticate(headers, allow_x_api_key=True)
-    return key, await read_body(receive, gw.max_body_bytes, headers.get("content-length"))
+    return key, await read_body(receive, gw.max_body_bytes, headers.get("content-length"), gw.body_deadlines)
 
 
 async def messages(gw: Gateway, scope: Scope, receive: Receive, send: Send) -> None:

@@ -6,13 +6,13 @@ path reads the body and writes responses itself with these few helpers.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any
 
 import orjson
 
-from omniroute.errors import InvalidRequest, PayloadTooLarge, RequestTimeout
+from omniroute.api.deadlines import BodyDeadlines
+from omniroute.errors import InvalidRequest, PayloadTooLarge
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -41,22 +41,20 @@ def query_map(scope: Scope) -> dict[str, str]:
     return dict(parse_qsl(qs.decode("latin-1"))) if qs else {}
 
 
-BODY_TIMEOUT_S = 30.0  # a client that declares a body and stops sending gets 408 after this
-
-
-async def read_body(receive: Receive, limit: int, declared: str | None = None) -> bytes:
+async def read_body(
+    receive: Receive, limit: int, declared: str | None = None, deadlines: BodyDeadlines | None = None
+) -> bytes:
     """The whole request body; raises :class:`PayloadTooLarge` past ``limit`` bytes (OPS-2
     max_body_mb), at once when the declared ``Content-Length`` is already larger, and
-    :class:`RequestTimeout` when the body does not arrive within :data:`BODY_TIMEOUT_S`."""
+    :class:`RequestTimeout` (408) when the body does not arrive within the ``deadlines`` allowance
+    (default :data:`~omniroute.api.deadlines.BODY_TIMEOUT_S`)."""
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise PayloadTooLarge(
             f"Request body exceeds the limit of {limit / (1024 * 1024):g} MB (server.max_body_mb)."
         )
-    try:
-        async with asyncio.timeout(BODY_TIMEOUT_S):
-            return await _read_body(receive, limit)
-    except TimeoutError:
-        raise RequestTimeout(f"The request body did not arrive within {BODY_TIMEOUT_S:g} s.") from None
+    if deadlines is None:
+        deadlines = BodyDeadlines()
+    return await deadlines.run(lambda: _read_body(receive, limit))
 
 
 async def _read_body(receive: Receive, limit: int) -> bytes:

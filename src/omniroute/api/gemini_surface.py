@@ -121,7 +121,7 @@ async def handle(gw: Gateway, scope: Scope, receive: Receive, send: Send) -> Non
     req_id = headers.get("x-request-id") or gw.new_request_id()
     try:
         key = gw.authenticate(headers, allow_x_api_key=True)
-        raw = await read_body(receive, gw.max_body_bytes, headers.get("content-length"))
+        raw = await read_body(receive, gw.max_body_bytes, headers.get("content-length"), gw.body_deadlines)
         body = parse_json_object(raw, headers.get("content-type"))
         if not model:
             raise InvalidRequest("The model is missing from the URL.", param="model")

@@ -106,7 +106,7 @@ async def chat_completions(gw: Gateway, scope: Scope, receive: Receive, send: Se
     req: ChatRequest | None = None
     try:
         key = gw.authenticate(headers)
-        raw = await read_body(receive, gw.max_body_bytes, headers.get("content-length"))
+        raw = await read_body(receive, gw.max_body_bytes, headers.get("content-length"), gw.body_deadlines)
         body = parse_json_object(raw, headers.get("content-type"))
         validate_chat_body(body, model_required="x-route-model" not in headers)
         req = chat_request(body, headers, client_format="openai", request_id=req_id, api_key=key, raw=raw)

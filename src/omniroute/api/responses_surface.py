@@ -110,7 +110,7 @@ async def responses(gw: Gateway, scope: Scope, receive: Receive, send: Send) -> 
     req_id = headers.get("x-request-id") or gw.new_request_id()
     try:
         key = gw.authenticate(headers)
-        raw = await read_body(receive, gw.max_body_bytes, headers.get("content-length"))
+        raw = await read_body(receive, gw.max_body_bytes, headers.get("content-length"), gw.body_deadlines)
         body = parse_json_object(raw, headers.get("content-type"))
         responses_in.validate(body, model_required="x-route-model" not in headers)
         key_id = key["id"] if key else None

@@ -48,12 +48,15 @@ class UpstreamResponse:
         """The whole body; raises :class:`Timeout` after ``total_s`` and :class:`StreamBroken` on a cut."""
         try:
             async with asyncio.timeout(self.timeouts.total_s):
-                return await self._resp.read()
+                return await self.read_now()
         except TimeoutError:
-            raise Timeout(
-                f"{self.provider}: response body not complete after {self.timeouts.total_s:g}s",
-                provider=self.provider,
-            ) from None
+            raise _body_timeout(self.provider, self.timeouts) from None
+
+    async def read_now(self) -> bytes:
+        """The whole body with no timer of its own (the caller bounds it); :class:`StreamBroken` on
+        a cut connection."""
+        try:
+            return await self._resp.read()
         except (aiohttp.ClientError, ConnectionError) as exc:
             raise StreamBroken(
                 f"{self.provider}: connection lost while reading the body ({exc.__class__.__name__})",
@@ -171,6 +174,34 @@ class UpstreamClient:
         refused, :class:`Timeout` when no headers arrive within ``ttft_s``.
         """
         t = timeouts or self.timeouts
+        try:
+            async with asyncio.timeout(t.ttft_s):
+                return await self._post(req, provider, t)
+        except TimeoutError:
+            raise _ttft_timeout(provider, t) from None
+
+    async def fetch(
+        self, req: UpstreamRequest, *, provider: str, timeouts: AttemptTimeouts | None = None
+    ) -> tuple[UpstreamResponse, bytes]:
+        """POST ``req`` and read the whole body (a non-streaming attempt): the headers must arrive
+        within ``ttft_s`` and the body within ``total_s`` of the start (RESIL-6), under one timer
+        rather than one per phase (PERF-2). Raises as :meth:`send` and :meth:`UpstreamResponse.read`.
+        """
+        t = timeouts or self.timeouts
+        start = asyncio.get_running_loop().time()
+        resp: UpstreamResponse | None = None
+        try:
+            async with asyncio.timeout(min(t.ttft_s, t.total_s)) as cm:
+                resp = await self._post(req, provider, t)
+                cm.reschedule(start + t.total_s)
+                return resp, await resp.read_now()
+        except TimeoutError:
+            if resp is None:
+                raise _ttft_timeout(provider, t) from None
+            resp.close()
+            raise _body_timeout(provider, t) from None
+
+    async def _post(self, req: UpstreamRequest, provider: str, t: AttemptTimeouts) -> UpstreamResponse:
         session = self._ensure()
         ctimeout = self._connect_timeouts.get(t.connect_s)
         if ctimeout is None:
@@ -179,12 +210,7 @@ class UpstreamClient:
             ctimeout = aiohttp.ClientTimeout(total=None, sock_connect=t.connect_s, connect=t.connect_s)
             self._connect_timeouts[t.connect_s] = ctimeout
         try:
-            async with asyncio.timeout(t.ttft_s):
-                resp = await session.post(req.url, data=req.body, headers=req.headers, timeout=ctimeout)
-        except TimeoutError:
-            raise Timeout(
-                f"{provider}: no response headers within {t.ttft_s:g}s (TTFT timeout)", provider=provider
-            ) from None
+            resp = await session.post(req.url, data=req.body, headers=req.headers, timeout=ctimeout)
         except aiohttp.ClientConnectorError as exc:
             raise ConnectionFailed(
                 f"{provider}: cannot connect to {exc.host}:{exc.port} ({exc.strerror or exc})",
@@ -213,6 +239,14 @@ class UpstreamClient:
         if self._session is not None:
             await self._session.close()
             self._session = None
+
+
+def _ttft_timeout(provider: str, t: AttemptTimeouts) -> Timeout:
+    return Timeout(f"{provider}: no response headers within {t.ttft_s:g}s (TTFT timeout)", provider=provider)
+
+
+def _body_timeout(provider: str, t: AttemptTimeouts) -> Timeout:
+    return Timeout(f"{provider}: response body not complete after {t.total_s:g}s", provider=provider)
 
 
 __all__ = ["AttemptTimeouts", "UpstreamClient", "UpstreamError", "UpstreamResponse"]
