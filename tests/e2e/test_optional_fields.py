@@ -161,3 +161,113 @@ def test_tool_message_without_tool_call_id_still_says_required(gw: GatewayThread
         post(gw, "/v1/chat/completions", {**CHAT, "messages": messages}), "messages[1].tool_call_id"
     )
     assert "required" in msg
+
+
+# -- Anthropic Messages -----------------------------------------------------------------------------
+
+MESSAGES_BAD: list[tuple[dict[str, Any], str]] = [
+    ({"top_k": -1}, "top_k"),
+    ({"top_k": "5"}, "top_k"),
+    ({"top_k": True}, "top_k"),
+    ({"top_k": 1.5}, "top_k"),
+    ({"metadata": "x"}, "metadata"),
+    ({"metadata": {"user_id": 5}}, "metadata.user_id"),
+    ({"stop_sequences": "END"}, "stop_sequences"),
+    ({"stop_sequences": ["END", 1]}, "stop_sequences"),
+    ({"temperature": 1.5}, "temperature"),
+    ({"temperature": "warm"}, "temperature"),
+    ({"top_p": 2}, "top_p"),
+    ({"top_p": -0.1}, "top_p"),
+    ({"tool_choice": "auto"}, "tool_choice.type"),
+    ({"tool_choice": {"type": "sometimes"}}, "tool_choice.type"),
+    ({"tool_choice": {"type": ["auto"]}}, "tool_choice.type"),
+    ({"tool_choice": {"type": "tool"}}, "tool_choice.name"),
+    (
+        {"tool_choice": {"type": "auto", "disable_parallel_tool_use": "yes"}},
+        "tool_choice.disable_parallel_tool_use",
+    ),
+    ({"thinking": "enabled"}, "thinking"),
+    ({"thinking": {"type": "on"}}, "thinking.type"),
+    ({"thinking": {"budget_tokens": 2048}}, "thinking.type"),
+    ({"thinking": {"type": "enabled"}}, "thinking.budget_tokens"),
+    ({"thinking": {"type": "enabled", "budget_tokens": 1023}}, "thinking.budget_tokens"),
+    ({"thinking": {"type": "enabled", "budget_tokens": "2048"}}, "thinking.budget_tokens"),
+    ({"thinking": {"type": "enabled", "budget_tokens": True}}, "thinking.budget_tokens"),
+    ({"service_tier": "premium"}, "service_tier"),
+    ({"service_tier": 1}, "service_tier"),
+    # content blocks whose inner fields used to reach the translator unchecked (500)
+    (
+        {"messages": [{"role": "user", "content": [{"type": "document", "source": "x"}]}]},
+        "messages.0.content.0.source",
+    ),
+    (
+        {"messages": [*HI, {"role": "assistant", "content": [{"type": "thinking", "thinking": 1}]}]},
+        "messages.1.content.0.thinking",
+    ),
+    (
+        {
+            "messages": [
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": 1}]}
+            ]
+        },
+        "messages.0.content.0.content",
+    ),
+]
+
+
+@pytest.mark.parametrize(("patch", "param"), MESSAGES_BAD)
+@pytest.mark.parametrize("path", ["/v1/messages", "/v1/messages/count_tokens"])
+def test_messages_optional_field_with_bad_value_is_anthropic_400_naming_it(
+    gw: GatewayThread, path: str, patch: dict[str, Any], param: str
+) -> None:
+    """API-3/API-6: Anthropic's error shape, ``invalid_request_error``, the message led by the field."""
+    r = post(gw, path, {**MESSAGES, **patch})
+    msg = assert_anthropic_error(r, 400, "invalid_request_error", param)
+    assert msg.startswith(f"{param}:"), msg
+
+
+MESSAGES_GOOD: list[dict[str, Any]] = [
+    {"top_k": 0},
+    {"top_k": 40},
+    {"metadata": {"user_id": "user-1"}},
+    {"metadata": {"user_id": None}},
+    {"metadata": {}},
+    {"stop_sequences": ["END"]},
+    {"stop_sequences": []},
+    {"temperature": 0},
+    {"temperature": 1},
+    {"top_p": 0.9},
+    {"tool_choice": {"type": "auto", "disable_parallel_tool_use": True}},
+    {"tool_choice": {"type": "any"}},
+    {"tool_choice": {"type": "none"}},
+    {"tool_choice": {"type": "tool", "name": "f"}},
+    {"thinking": {"type": "enabled", "budget_tokens": 1024}},
+    {"thinking": {"type": "disabled"}},
+    {"thinking": {"type": "adaptive"}},
+    {"service_tier": "auto"},
+    {"service_tier": "standard_only"},
+]
+
+
+@pytest.mark.parametrize("patch", MESSAGES_GOOD)
+def test_messages_optional_field_with_valid_value_still_succeeds(
+    gw: GatewayThread, patch: dict[str, Any]
+) -> None:
+    tools = [{"name": "f", "description": "d", "input_schema": {"type": "object"}}]
+    body = {**MESSAGES, "max_tokens": 2048, "tools": tools, **patch}
+    r = post(gw, "/v1/messages", body)
+    assert r.status_code == 200, r.text
+    assert r.json()["type"] == "message"
+    r = post(gw, "/v1/messages/count_tokens", body)
+    assert r.status_code == 200 and r.json()["input_tokens"] >= 1, r.text
+
+
+@pytest.mark.parametrize("model", ["no-such-model", "local-o/", "mistral/mistral-large-latest"])
+def test_count_tokens_with_unknown_model_is_anthropic_404_naming_model(gw: GatewayThread, model: str) -> None:
+    """API-3/API-6/SPEC §4: count_tokens resolves the model like /v1/messages: unknown → 404."""
+    body = {"model": model, "messages": HI}
+    msg = assert_anthropic_error(post(gw, "/v1/messages/count_tokens", body), 404, "not_found_error", "model")
+    chat = assert_anthropic_error(
+        post(gw, "/v1/messages", {**body, "max_tokens": 8}), 404, "not_found_error", "model"
+    )
+    assert msg == chat
