@@ -271,3 +271,62 @@ def test_count_tokens_with_unknown_model_is_anthropic_404_naming_model(gw: Gatew
         post(gw, "/v1/messages", {**body, "max_tokens": 8}), 404, "not_found_error", "model"
     )
     assert msg == chat
+
+
+# -- Responses --------------------------------------------------------------------------------------
+
+RESPONSES_BAD: list[tuple[dict[str, Any], str]] = [
+    ({"truncation": "sometimes"}, "truncation"),
+    ({"truncation": True}, "truncation"),
+    ({"metadata": "x"}, "metadata"),
+    ({"metadata": {"k": 1}}, "metadata.k"),
+    ({"metadata": {f"k{i}": "v" for i in range(17)}}, "metadata"),
+    ({"parallel_tool_calls": "yes"}, "parallel_tool_calls"),
+    ({"store": "no"}, "store"),
+    ({"max_output_tokens": 0}, "max_output_tokens"),
+    ({"max_output_tokens": "16"}, "max_output_tokens"),
+    ({"max_output_tokens": True}, "max_output_tokens"),
+    ({"previous_response_id": 5}, "previous_response_id"),
+    ({"previous_response_id": ""}, "previous_response_id"),
+    ({"user": 5}, "user"),
+    ({"service_tier": 1}, "service_tier"),
+    ({"reasoning": {"effort": "extreme"}}, "reasoning.effort"),
+    ({"input": [{"role": ["user"], "content": "x"}]}, "input[0].role"),
+]
+
+
+@pytest.mark.parametrize(("patch", "param"), RESPONSES_BAD)
+def test_responses_optional_field_with_bad_value_is_400_naming_it(
+    gw: GatewayThread, patch: dict[str, Any], param: str
+) -> None:
+    """API-4/API-6."""
+    assert_openai_400(post(gw, "/v1/responses", {**RESPONSES, **patch}), param)
+
+
+RESPONSES_GOOD: list[dict[str, Any]] = [
+    {"truncation": "auto"},
+    {"truncation": "disabled"},
+    {"metadata": {"k": "v"}},
+    {"parallel_tool_calls": True},
+    {"store": False},
+    {"max_output_tokens": 16},
+    {"user": "user-1"},
+    {"service_tier": "default"},
+    *({"reasoning": {"effort": e}} for e in ("none", "minimal", "low", "medium", "high", "xhigh")),
+]
+
+
+@pytest.mark.parametrize("patch", RESPONSES_GOOD)
+def test_responses_optional_field_with_valid_value_still_succeeds(
+    gw: GatewayThread, patch: dict[str, Any]
+) -> None:
+    r = post(gw, "/v1/responses", {**RESPONSES, **patch})
+    assert r.status_code == 200, r.text
+    assert r.json()["object"] == "response"
+
+
+def test_responses_previous_response_id_string_still_succeeds(gw: GatewayThread) -> None:
+    first = post(gw, "/v1/responses", RESPONSES)
+    assert first.status_code == 200, first.text
+    r = post(gw, "/v1/responses", {**RESPONSES, "previous_response_id": first.json()["id"]})
+    assert r.status_code == 200, r.text
