@@ -330,3 +330,56 @@ def test_responses_previous_response_id_string_still_succeeds(gw: GatewayThread)
     assert first.status_code == 200, first.text
     r = post(gw, "/v1/responses", {**RESPONSES, "previous_response_id": first.json()["id"]})
     assert r.status_code == 200, r.text
+
+
+# -- embeddings -------------------------------------------------------------------------------------
+
+EMBEDDINGS_BAD: list[tuple[dict[str, Any], str]] = [
+    ({"dimensions": 0}, "dimensions"),
+    ({"dimensions": "8"}, "dimensions"),
+    ({"dimensions": 1.5}, "dimensions"),
+    ({"dimensions": True}, "dimensions"),
+    ({"encoding_format": "hex"}, "encoding_format"),
+    ({"encoding_format": ["float"]}, "encoding_format"),
+    ({"user": 5}, "user"),
+    ({"input": None}, "input"),
+    ({"input": ""}, "input"),
+    ({"input": []}, "input"),
+    ({"input": [""]}, "input"),
+    ({"input": ["a", 1]}, "input"),
+    ({"input": [1, "a"]}, "input"),
+    ({"input": [[]]}, "input"),
+    ({"input": [[1, "a"]]}, "input"),
+    ({"input": [True]}, "input"),
+    ({"input": [1.5]}, "input"),
+    ({"input": {"text": "hi"}}, "input"),
+    ({"input": 5}, "input"),
+    ({"input": ["x"] * 2049}, "input"),
+]
+
+
+@pytest.mark.parametrize(("patch", "param"), EMBEDDINGS_BAD)
+def test_embeddings_field_with_bad_value_is_400_naming_it(
+    gw: GatewayThread, patch: dict[str, Any], param: str
+) -> None:
+    """API-5/API-6."""
+    assert_openai_400(post(gw, "/v1/embeddings", {**EMBEDDINGS, **patch}), param)
+
+
+EMBEDDINGS_GOOD: list[dict[str, Any]] = [
+    {"input": "hi"},
+    {"input": ["a", "b"]},
+    {"input": [1, 2, 3]},
+    {"input": [[1, 2], [3]]},
+    {"dimensions": 4},
+    {"encoding_format": "float"},
+    {"encoding_format": "base64"},
+    {"user": "user-1"},
+]
+
+
+@pytest.mark.parametrize("patch", EMBEDDINGS_GOOD)
+def test_embeddings_field_with_valid_value_still_succeeds(gw: GatewayThread, patch: dict[str, Any]) -> None:
+    r = post(gw, "/v1/embeddings", {**EMBEDDINGS, **patch})
+    assert r.status_code == 200, r.text
+    assert r.json()["data"]
