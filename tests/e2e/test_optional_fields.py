@@ -383,3 +383,85 @@ def test_embeddings_field_with_valid_value_still_succeeds(gw: GatewayThread, pat
     r = post(gw, "/v1/embeddings", {**EMBEDDINGS, **patch})
     assert r.status_code == 200, r.text
     assert r.json()["data"]
+
+
+# -- Gemini -----------------------------------------------------------------------------------------
+
+GEMINI_BAD: list[tuple[dict[str, Any], str]] = [
+    ({"tools": "x"}, "tools"),
+    ({"tools": [5]}, "tools[0]"),
+    ({"tools": [{"functionDeclarations": "f"}]}, "tools[0].functionDeclarations"),
+    ({"toolConfig": "auto"}, "toolConfig"),
+    ({"toolConfig": {"functionCallingConfig": 5}}, "toolConfig.functionCallingConfig"),
+    (
+        {"toolConfig": {"functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": "f"}}},
+        "toolConfig.functionCallingConfig.allowedFunctionNames",
+    ),
+    ({"safetySettings": {"category": "x"}}, "safetySettings"),
+    ({"safetySettings": [5]}, "safetySettings[0]"),
+    ({"safetySettings": [{"category": 1, "threshold": "BLOCK_NONE"}]}, "safetySettings[0].category"),
+    ({"safetySettings": [{"category": "HARM_CATEGORY_HARASSMENT"}]}, "safetySettings[0].threshold"),
+    ({"systemInstruction": 5}, "systemInstruction"),
+    ({"systemInstruction": {"parts": "be brief"}}, "systemInstruction.parts"),
+    ({"generationConfig": "x"}, "generationConfig"),
+    ({"generationConfig": {"topK": -1}}, "generationConfig.topK"),
+    ({"generationConfig": {"topK": "40"}}, "generationConfig.topK"),
+    ({"generationConfig": {"stopSequences": "END"}}, "generationConfig.stopSequences"),
+    ({"generationConfig": {"responseMimeType": 5}}, "generationConfig.responseMimeType"),
+    ({"generationConfig": {"responseSchema": "x"}}, "generationConfig.responseSchema"),
+    ({"generationConfig": {"responseModalities": "TEXT"}}, "generationConfig.responseModalities"),
+    ({"generationConfig": {"responseLogprobs": "yes"}}, "generationConfig.responseLogprobs"),
+    ({"generationConfig": {"logprobs": "5"}}, "generationConfig.logprobs"),
+    ({"generationConfig": {"seed": "7"}}, "generationConfig.seed"),
+    ({"generationConfig": {"candidateCount": 0}}, "generationConfig.candidateCount"),
+    ({"generationConfig": {"thinkingConfig": 5}}, "generationConfig.thinkingConfig"),
+    (
+        {"generationConfig": {"thinkingConfig": {"thinkingBudget": "x"}}},
+        "generationConfig.thinkingConfig.thinkingBudget",
+    ),
+    (
+        {"generationConfig": {"thinkingConfig": {"thinkingLevel": "extreme"}}},
+        "generationConfig.thinkingConfig.thinkingLevel",
+    ),
+    (
+        {"generationConfig": {"thinkingConfig": {"includeThoughts": "yes"}}},
+        "generationConfig.thinkingConfig.includeThoughts",
+    ),
+]
+
+
+@pytest.mark.parametrize(("patch", "param"), GEMINI_BAD)
+def test_gemini_field_with_bad_value_is_400_naming_it(
+    gw: GatewayThread, patch: dict[str, Any], param: str
+) -> None:
+    """PROV-1/API-6: Gemini's error shape, the message naming the Gemini field."""
+    assert_gemini_400(post(gw, GEMINI_PATH, {**GEMINI, **patch}), param)
+
+
+GEMINI_GOOD: list[dict[str, Any]] = [
+    {"tools": [{"functionDeclarations": [{"name": "f", "parameters": {"type": "OBJECT"}}]}]},
+    {"tools": [{"googleSearch": {}}]},
+    {"toolConfig": {"functionCallingConfig": {"mode": "AUTO"}}},
+    {"toolConfig": {"functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": ["f"]}}},
+    {"safetySettings": [{"category": "HARM_CATEGORY_HARASSMENT", "threshold": "BLOCK_NONE"}]},
+    {"systemInstruction": {"parts": [{"text": "be brief"}]}},
+    {"systemInstruction": "be brief"},
+    {"system_instruction": {"parts": [{"text": "be brief"}]}},
+    {"generationConfig": {"topK": 40, "stopSequences": ["END"], "responseMimeType": "text/plain"}},
+    {"generationConfig": {"seed": 7, "candidateCount": 1, "responseModalities": ["TEXT"]}},
+    {"generationConfig": {"responseLogprobs": True, "logprobs": 2}},
+    {"generationConfig": {"responseMimeType": "application/json", "responseSchema": {"type": "OBJECT"}}},
+    {"generationConfig": {"thinkingConfig": {"thinkingBudget": -1, "includeThoughts": True}}},
+    {"generationConfig": {"thinkingConfig": {"thinkingBudget": 0}}},
+    {"generationConfig": {"thinkingConfig": {"thinkingLevel": "low"}}},
+    {"generationConfig": {"thinkingConfig": {"thinkingLevel": "HIGH"}}},
+    {"generationConfig": {"thinkingConfig": {"thinkingLevel": "THINKING_LEVEL_UNSPECIFIED"}}},
+    {"generation_config": {"top_k": 40}},
+]
+
+
+@pytest.mark.parametrize("patch", GEMINI_GOOD)
+def test_gemini_field_with_valid_value_still_succeeds(gw: GatewayThread, patch: dict[str, Any]) -> None:
+    r = post(gw, GEMINI_PATH, {**GEMINI, **patch})
+    assert r.status_code == 200, r.text
+    assert r.json()["candidates"]
