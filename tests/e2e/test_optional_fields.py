@@ -8,13 +8,16 @@ count_tokens, Responses, embeddings, the Gemini routes, and combo targets on the
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
 from conftest import base_config
-from omniroute.config import config_from_dict
+from omniroute.config import ConfigError, config_from_dict
+from omniroute.config._load import _Target
+from omniroute.routing.combo_validation import TARGET_KEYS, ComboInvalid, check_combo
 from omniroute.testing import FakeProviderThread
 from omniroute.testing.gateway import GatewayThread
 
@@ -465,3 +468,71 @@ def test_gemini_field_with_valid_value_still_succeeds(gw: GatewayThread, patch: 
     r = post(gw, GEMINI_PATH, {**GEMINI, **patch})
     assert r.status_code == 200, r.text
     assert r.json()["candidates"]
+
+
+# -- combo targets (management API, config file, CLI validation) ------------------------------------
+
+ALL_KEYS_TARGET = {
+    "model": MODEL,
+    "connection_id": "o1",
+    "weight": 10,
+    "priority": 1,
+    "timeout_s": 5,
+    "tags": ["team-x"],
+    "prompt": "Answer briefly.",
+}
+
+
+@pytest.mark.parametrize("extra", ["bogus", "label", "provider", "modelId"])
+def test_combo_target_with_unknown_field_is_400_naming_it(gw: GatewayThread, extra: str) -> None:
+    """COMBO-1/API-6: an unknown key inside a target is named, on create and on update."""
+    body = {"name": f"cx-{extra}", "strategy": "priority", "targets": [{"model": MODEL, extra: 1}]}
+    assert_openai_400(post(gw, "/api/combos", body), f"targets[0].{extra}")
+    ok = post(gw, "/api/combos", {**body, "targets": [MODEL]})
+    assert ok.status_code == 201, ok.text
+    r = httpx.put(
+        f"{gw.url}/api/combos/cx-{extra}", json={"targets": [MODEL, {"model": MODEL, extra: "x"}]}, timeout=10
+    )
+    assert_openai_400(r, f"targets[1].{extra}")
+    assert httpx.get(f"{gw.url}/api/combos/cx-{extra}", timeout=10).json()["targets"] == [{"model": MODEL}]
+
+
+def test_combo_target_with_every_config_file_key_is_accepted(gw: GatewayThread) -> None:
+    """COMBO-1/OPS-2: the management API takes every key a config-file target may carry."""
+    targets = [ALL_KEYS_TARGET, {"model": "local-c/model-c", "timeout_ms": 2500}]
+    r = post(gw, "/api/combos", {"name": "all-keys", "strategy": "pipeline", "targets": targets})
+    assert r.status_code == 201, r.text
+    assert r.json()["targets"][0] == ALL_KEYS_TARGET
+    r = post(gw, "/api/combos", {"name": "with-ref", "targets": [{"combo_ref": "all-keys", "priority": 2}]})
+    assert r.status_code == 201, r.text
+
+
+def test_combo_target_keys_match_the_config_file_contract(tmp_path: Path) -> None:
+    """OPS-2: the management API and the config file accept exactly the same target keys."""
+    assert set(TARGET_KEYS) == set(_Target.model_fields)
+    data = {
+        "database_url": f"sqlite:///{tmp_path}/x.db",
+        "combos": [
+            {"name": "a", "targets": [ALL_KEYS_TARGET, {"combo_ref": "b"}]},
+            {"name": "b", "targets": [{"model": MODEL, "timeout_ms": 100}]},
+        ],
+    }
+    cfg = config_from_dict(data, env={})
+    assert cfg.combos[0].targets[0].prompt == "Answer briefly."
+    data["combos"][0]["targets"][0] = {**ALL_KEYS_TARGET, "bogus": 1}  # type: ignore[index]
+    with pytest.raises(ConfigError, match=r"combos\[0\]\.targets\[0\]\.bogus"):
+        config_from_dict(data, env={})
+
+
+def test_check_combo_rejects_unknown_target_fields_for_the_cli() -> None:
+    """COMBO-1: the shared validation (CLI ``combos create``) names an unknown target key too."""
+    combo = {"name": "c", "strategy": "priority", "targets": [{"model": MODEL, "weights": 3}]}
+    with pytest.raises(ComboInvalid) as exc:
+        check_combo(combo, [], None)
+    assert exc.value.param == "targets[0].weights"
+    long_prompt = {"name": "c", "strategy": "pipeline", "targets": [{"model": MODEL, "prompt": "x" * 20_001}]}
+    with pytest.raises(ComboInvalid) as exc:
+        check_combo(long_prompt, [], None)
+    assert exc.value.param == "targets[0].prompt"
+    ok, _ = check_combo({**combo, "targets": [ALL_KEYS_TARGET]}, [], None)
+    assert ok["targets"] == [ALL_KEYS_TARGET]
