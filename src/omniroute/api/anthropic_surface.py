@@ -20,6 +20,7 @@ from omniroute.api.asgi import Receive, Scope, Send, header_map, parse_json_obje
 from omniroute.api.chat import chat_request, run_chat, send_error
 from omniroute.errors import GatewayError
 from omniroute.gateway import Gateway
+from omniroute.routing.resolve import resolve
 from omniroute.translate import anthropic_in
 from omniroute.translate.anthropic_out import AnthropicStreamEncoder, error_body, render_message
 from omniroute.values import ChatRequest
@@ -109,14 +110,17 @@ def estimate_input_tokens(body: dict[str, Any]) -> int:
 
 
 async def count_tokens(gw: Gateway, scope: Scope, receive: Receive, send: Send) -> None:
-    """``POST /v1/messages/count_tokens`` → ``{"input_tokens": N}`` from the local estimate."""
+    """``POST /v1/messages/count_tokens`` → ``{"input_tokens": N}`` from the local estimate; the body
+    is validated as for ``/v1/messages`` and an unknown model is a 404 naming ``model``."""
     headers = header_map(scope)
     req_id = headers.get("x-request-id") or gw.new_request_id()
     try:
         key, raw = await _read(gw, headers, receive)
         body = parse_json_object(raw, headers.get("content-type"))
         anthropic_in.validate({"max_tokens": 1, **body}, model_required="x-route-model" not in headers)
-        gw.check_key_allows(key, str(headers.get("x-route-model") or body.get("model") or ""))
+        model = str(headers.get("x-route-model") or body.get("model") or "")
+        gw.check_key_allows(key, model)
+        resolve(gw.registry, model)  # an unknown model is the same 404 as on /v1/messages
     except GatewayError as err:
         err.headers.setdefault("x-request-id", req_id)
         await send_error(send, SURFACE, err)

@@ -29,18 +29,53 @@ from omniroute.routing.resolve import resolve
 from omniroute.typing import UpstreamRequest
 from omniroute.values import Usage
 
+ENCODING_FORMATS = ("float", "base64")
+MAX_INPUTS = 2048
+"""Most inputs in one embeddings request (OpenAI API reference: "2048 dimensions or less")."""
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _input_problem(inp: Any) -> str | None:
+    """Why ``input`` is not a non-empty string, array of strings, array of token ids or array of
+    token-id arrays (OpenAI embeddings reference); ``None`` when it is fine."""
+    if isinstance(inp, str):
+        return None if inp else "must not be an empty string"
+    if not isinstance(inp, list) or not inp:
+        return "must be a string or a non-empty array of strings, token ids or token-id arrays"
+    if len(inp) > MAX_INPUTS:
+        return f"may hold at most {MAX_INPUTS} items; got {len(inp)}"
+    first = inp[0]
+    if isinstance(first, str):
+        ok = all(isinstance(x, str) and x for x in inp)
+    elif _is_int(first):
+        ok = all(_is_int(x) for x in inp)
+    else:
+        ok = all(isinstance(x, list) and x and all(_is_int(t) for t in x) for x in inp)
+    return None if ok else "must be one kind: non-empty strings, token ids or non-empty token-id arrays"
+
 
 def _validate(body: dict[str, Any]) -> None:
+    """``model``, ``input``, ``dimensions`` (≥ 1), ``encoding_format`` (float | base64), ``user``;
+    raises :class:`InvalidRequest` (400) naming the field (API-6)."""
     if not isinstance(body.get("model"), str) or not body["model"]:
         raise InvalidRequest("'model' must be a non-empty string.", param="model")
-    inp = body.get("input")
-    ok = isinstance(inp, str) or (
-        isinstance(inp, list) and inp and all(isinstance(x, (str, int, list)) for x in inp)
-    )
-    if not ok:
+    problem = _input_problem(body.get("input"))
+    if problem is not None:
+        raise InvalidRequest(f"'input' {problem}.", param="input")
+    dims = body.get("dimensions")
+    if dims is not None and (not _is_int(dims) or dims < 1):
+        raise InvalidRequest(f"'dimensions' must be an integer >= 1; got {dims!r}.", param="dimensions")
+    fmt = body.get("encoding_format")
+    if fmt is not None and fmt not in ENCODING_FORMATS:
         raise InvalidRequest(
-            "'input' must be a string or a non-empty array of strings or token arrays.", param="input"
+            f"'encoding_format' must be 'float' or 'base64'; got {fmt!r}.", param="encoding_format"
         )
+    user = body.get("user")
+    if user is not None and not isinstance(user, str):
+        raise InvalidRequest(f"'user' must be a string; got {user!r}.", param="user")
 
 
 async def embeddings(gw: Gateway, scope: Scope, receive: Receive, send: Send) -> None:

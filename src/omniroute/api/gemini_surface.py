@@ -95,6 +95,8 @@ _GEMINI_NAMES = {
     "presence_penalty": "generationConfig.presencePenalty",
     "frequency_penalty": "generationConfig.frequencyPenalty",
     "stop": "generationConfig.stopSequences",
+    "seed": "generationConfig.seed",
+    "reasoning_effort": "generationConfig.thinkingConfig.thinkingLevel",
 }
 
 
@@ -134,9 +136,6 @@ async def handle(gw: Gateway, scope: Scope, receive: Receive, send: Send) -> Non
                 [(b"x-request-id", req_id.encode("latin-1", "replace"))],
             )
             return
-        sysinst = body.get("systemInstruction", body.get("system_instruction"))
-        if sysinst is not None and not isinstance(sysinst, dict | str):
-            raise InvalidRequest("'systemInstruction' must be a Content object.", param="systemInstruction")
         canonical = gemini_in.to_canonical(body, model, stream=method == "streamGenerateContent")
         _validate_canonical(canonical)
         req = chat_request(

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from omniroute.errors import InvalidRequest
+from omniroute.translate._common import REASONING_EFFORTS, check_metadata
 
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 PART_TYPES = frozenset({"text", "image_url", "input_audio", "file", "refusal"})
@@ -25,10 +26,21 @@ _NUMBER_RANGES: tuple[tuple[str, float, float], ...] = (
     ("frequency_penalty", -2.0, 2.0),
 )
 _POSITIVE_INTS = ("max_tokens", "max_completion_tokens", "n")
+_BOOLS = ("logprobs", "parallel_tool_calls", "store")
+_STRINGS = ("user", "service_tier")
+_OPTIONAL = frozenset(
+    {*_BOOLS, *_STRINGS, "seed", "top_logprobs", "metadata", "modalities", "reasoning_effort"}
+)
+"""Fields checked by :func:`_validate_optional`, only when the body has one of them (most bodies don't)."""
+MAX_TOP_LOGPROBS = 20
 
 
 def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
 
 
 def _bad(param: str, message: str) -> InvalidRequest:
@@ -54,7 +66,7 @@ def validate_chat_body(body: dict[str, Any], *, model_required: bool = True) -> 
         if not isinstance(m, dict):
             raise _bad(f"messages[{i}]", f"'messages[{i}]' must be an object.")
         role = m.get("role")
-        if role not in ROLES:
+        if not isinstance(role, str) or role not in ROLES:
             raise _bad(
                 f"messages[{i}].role",
                 f"'messages[{i}].role' must be one of {', '.join(sorted(ROLES))}; got {role!r}.",
@@ -67,14 +79,19 @@ def validate_chat_body(body: dict[str, Any], *, model_required: bool = True) -> 
             )
         if isinstance(content, list):
             for j, part in enumerate(content):
-                if not isinstance(part, dict) or part.get("type") not in PART_TYPES:
+                if (
+                    not isinstance(part, dict)
+                    or not isinstance(part.get("type"), str)
+                    or part["type"] not in PART_TYPES
+                ):
                     raise _bad(
                         f"messages[{i}].content[{j}].type",
                         f"'messages[{i}].content[{j}]' must be an object whose 'type' is one of "
                         f"{', '.join(sorted(PART_TYPES))}.",
                     )
-                if part["type"] == "image_url" and not isinstance(
-                    (part.get("image_url") or {}).get("url"), str
+                image = part.get("image_url")
+                if part["type"] == "image_url" and not (
+                    isinstance(image, dict) and isinstance(image.get("url"), str)
                 ):
                     raise _bad(
                         f"messages[{i}].content[{j}].image_url.url",
@@ -84,8 +101,12 @@ def validate_chat_body(body: dict[str, Any], *, model_required: bool = True) -> 
         if tool_calls is not None and not isinstance(tool_calls, list):
             raise _bad(f"messages[{i}].tool_calls", f"'messages[{i}].tool_calls' must be an array.")
         if role == "tool" and not isinstance(m.get("tool_call_id"), str):
+            missing = m.get("tool_call_id") is None
             raise _bad(
-                f"messages[{i}].tool_call_id", f"'messages[{i}].tool_call_id' is required for role 'tool'."
+                f"messages[{i}].tool_call_id",
+                f"'messages[{i}].tool_call_id' is required for role 'tool'."
+                if missing
+                else f"'messages[{i}].tool_call_id' must be a string; got {m['tool_call_id']!r}.",
             )
         if content is None and role in ("user", "system", "developer"):
             raise _bad(f"messages[{i}].content", f"'messages[{i}].content' is required for role '{role}'.")
@@ -95,11 +116,13 @@ def validate_chat_body(body: dict[str, Any], *, model_required: bool = True) -> 
             raise _bad(name, f"'{name}' must be a number between {lo:g} and {hi:g}; got {v!r}.")
     for name in _POSITIVE_INTS:
         v = body.get(name)
-        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
+        if v is not None and (not _is_int(v) or v < 1):
             raise _bad(name, f"'{name}' must be an integer >= 1; got {v!r}.")
     stream = body.get("stream")
     if stream is not None and not isinstance(stream, bool):
         raise _bad("stream", f"'stream' must be a boolean; got {stream!r}.")
+    if not _OPTIONAL.isdisjoint(body):
+        _validate_optional(body)
     so = body.get("stream_options")
     if so is not None and (not isinstance(so, dict) or not isinstance(so.get("include_usage", False), bool)):
         raise _bad("stream_options", "'stream_options' must be an object like {\"include_usage\": true}.")
@@ -114,10 +137,49 @@ def validate_chat_body(body: dict[str, Any], *, model_required: bool = True) -> 
         raise _bad("logit_bias", "'logit_bias' must be an object mapping token ids to biases.")
     _validate_tools(body)
     rf = body.get("response_format")
-    if rf is not None and (not isinstance(rf, dict) or rf.get("type") not in RESPONSE_FORMATS):
+    if rf is not None and (
+        not isinstance(rf, dict) or not isinstance(rf.get("type"), str) or rf["type"] not in RESPONSE_FORMATS
+    ):
         raise _bad(
             "response_format.type",
             f"'response_format.type' must be one of {', '.join(sorted(RESPONSE_FORMATS))}.",
+        )
+
+
+def _validate_optional(body: dict[str, Any]) -> None:
+    """The optional fields of :data:`_OPTIONAL`: booleans, strings, ``seed``, ``top_logprobs`` (0–20,
+    needs ``logprobs: true``), ``metadata``, ``modalities``, ``reasoning_effort``."""
+    for name in _BOOLS:
+        v = body.get(name)
+        if v is not None and not isinstance(v, bool):
+            raise _bad(name, f"'{name}' must be a boolean; got {v!r}.")
+    for name in _STRINGS:
+        v = body.get(name)
+        if v is not None and not isinstance(v, str):
+            raise _bad(name, f"'{name}' must be a string; got {v!r}.")
+    seed = body.get("seed")
+    if seed is not None and not _is_int(seed):
+        raise _bad("seed", f"'seed' must be an integer; got {seed!r}.")
+    top = body.get("top_logprobs")
+    if top is not None:
+        if not _is_int(top) or not 0 <= top <= MAX_TOP_LOGPROBS:
+            raise _bad(
+                "top_logprobs",
+                f"'top_logprobs' must be an integer from 0 to {MAX_TOP_LOGPROBS}; got {top!r}.",
+            )
+        if body.get("logprobs") is not True:
+            raise _bad("top_logprobs", "'top_logprobs' requires 'logprobs' to be true.")
+    check_metadata(body.get("metadata"))
+    modalities = body.get("modalities")
+    if modalities is not None and not (
+        isinstance(modalities, list) and all(isinstance(m, str) for m in modalities)
+    ):
+        raise _bad("modalities", "'modalities' must be an array of strings such as [\"text\"].")
+    effort = body.get("reasoning_effort")
+    if effort is not None and effort not in REASONING_EFFORTS:
+        raise _bad(
+            "reasoning_effort",
+            f"'reasoning_effort' must be one of {', '.join(REASONING_EFFORTS)}; got {effort!r}.",
         )
 
 
@@ -153,7 +215,8 @@ def _validate_tools(body: dict[str, Any]) -> None:
     elif not (
         isinstance(tc, dict)
         and tc.get("type") == "function"
-        and isinstance((tc.get("function") or {}).get("name"), str)
+        and isinstance(tc.get("function"), dict)
+        and isinstance(tc["function"].get("name"), str)
     ):
         raise _bad(
             "tool_choice", '\'tool_choice\' object must be {"type": "function", "function": {"name": ...}}.'

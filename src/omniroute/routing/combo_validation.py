@@ -9,7 +9,8 @@ raises :class:`ComboInvalid` (→ 400) naming the field:
   SPEC §4 step 2);
 * ``strategy``: one of the 19 (legacy aliases accepted), canonicalised — the message lists them;
 * ``targets``: at least one (an ``auto`` combo may have none: it uses the virtual pool); each has
-  exactly one of ``model`` / ``combo_ref``; ``weight`` 0–100; ``priority`` integer; ``timeout_s`` or
+  only the keys of :data:`TARGET_KEYS` (those a config-file target allows) and exactly one of
+  ``model`` / ``combo_ref``; ``weight`` 0–100; ``priority`` integer; ``timeout_s`` or
   ``timeout_ms`` > 0, not both; ``connection_id`` only on model targets and, when known, of the
   target's provider; a bare string is a model target;
 * ``combo_ref``: must exist; no cycle; nesting depth ≤ 3 counted from any combo that reaches this one;
@@ -29,9 +30,30 @@ from typing import Any
 from omniroute.routing.combos import MAX_COMBO_DEPTH, canonical_strategy
 from omniroute.routing.registry import Registry
 
-__all__ = ["MAX_NAME_CHARS", "ComboInvalid", "check_combo", "ref_graph_problem"]
+__all__ = [
+    "MAX_NAME_CHARS",
+    "MAX_STEP_PROMPT_CHARS",
+    "TARGET_KEYS",
+    "ComboInvalid",
+    "check_combo",
+    "ref_graph_problem",
+]
 
 MAX_NAME_CHARS = 200
+MAX_STEP_PROMPT_CHARS = 20_000
+"""A pipeline step's ``prompt`` limit (COMBO-6); the config file allows the same."""
+TARGET_KEYS = (
+    "model",
+    "combo_ref",
+    "connection_id",
+    "weight",
+    "priority",
+    "timeout_s",
+    "timeout_ms",
+    "tags",
+    "prompt",
+)
+"""The keys a target may carry: exactly those of a config-file target (OPS-2, COMBO-1, COMBO-6)."""
 DEFAULT_MAX_PANEL = 40  # COMBO-5 maxPanel
 _INT_OPTIONS: Mapping[str, tuple[int, int | None]] = {
     "maxRetries": (0, 100),
@@ -106,6 +128,11 @@ def _check_target(i: int, raw: Any, reg: Registry | None, warnings: list[dict[st
     )
     if not t:
         raise ComboInvalid(f"{at} must be an object or a 'provider/model' string", at)
+    for key in t:
+        if key not in TARGET_KEYS:
+            raise ComboInvalid(
+                f"{at}.{key} is not a target field (allowed: {', '.join(TARGET_KEYS)})", f"{at}.{key}"
+            )
     model, ref = t.get("model"), t.get("combo_ref")
     if (model is None) == (ref is None):
         raise ComboInvalid(f"{at} must have exactly one of 'model' or 'combo_ref'", at)
@@ -128,7 +155,14 @@ def _check_target(i: int, raw: Any, reg: Registry | None, warnings: list[dict[st
     tags = t.get("tags")
     if tags is not None and (not isinstance(tags, list) or not all(isinstance(x, str) for x in tags)):
         raise ComboInvalid(f"{at}.tags must be a list of strings", f"{at}.tags")
+    prompt = t.get("prompt")
+    if prompt is not None and (not isinstance(prompt, str) or len(prompt) > MAX_STEP_PROMPT_CHARS):
+        raise ComboInvalid(
+            f"{at}.prompt must be a string of at most {MAX_STEP_PROMPT_CHARS} characters", f"{at}.prompt"
+        )
     conn = t.get("connection_id")
+    if conn is not None and (not isinstance(conn, str) or not conn):
+        raise ComboInvalid(f"{at}.connection_id must be a connection id", f"{at}.connection_id")
     if conn is not None and ref is not None:
         raise ComboInvalid(f"{at}.connection_id is not allowed on a combo_ref target", f"{at}.connection_id")
     if model is not None and reg is not None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from omniroute.errors import GatewayError
+from omniroute.routing.combo_validation import MAX_STEP_PROMPT_CHARS
 from omniroute.routing.engine import Outcome, StreamOutcome
 from omniroute.routing.multicall import (
     MultiCall,
@@ -27,8 +28,6 @@ from omniroute.routing.multicall import (
     target_name,
 )
 from omniroute.routing.multicall_parts import flatten_tool_turns, toolless
-
-MAX_STEP_PROMPT_CHARS = 20_000
 
 
 def step_prompt(t: Target) -> str:

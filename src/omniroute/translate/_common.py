@@ -18,6 +18,8 @@ from typing import Any
 
 import orjson
 
+from omniroute.errors import InvalidRequest
+
 NATIVE = "_native"
 """Chunk key holding the raw upstream SSE frame (bytes) in same-format pass-through streams."""
 
@@ -141,6 +143,31 @@ def sse_frame(event: str, data: bytes) -> bytes:
 EFFORT_BUDGETS: dict[str, int] = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 24576}
 """``reasoning_effort`` → thinking budget in tokens (Anthropic ``budget_tokens``, Gemini
 ``thinkingBudget``); the inverse uses the nearest bucket (:func:`effort_for_budget`)."""
+
+
+REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
+"""``reasoning_effort`` / ``reasoning.effort`` values in the OpenAI API reference (``none`` and ``xhigh``
+for newer models); only the :data:`EFFORT_BUDGETS` levels map to a thinking budget."""
+
+MAX_METADATA_KEYS = 16
+"""OpenAI ``metadata``: at most 16 key-value pairs (Chat Completions and Responses API reference)."""
+
+
+def check_metadata(metadata: Any, param: str = "metadata") -> None:
+    """OpenAI ``metadata``: an object of at most 16 string values (Chat Completions, Responses)."""
+    if metadata is None:
+        return
+    if not isinstance(metadata, dict):
+        raise InvalidRequest(f"'{param}' must be an object of string values.", param=param)
+    if len(metadata) > MAX_METADATA_KEYS:
+        raise InvalidRequest(
+            f"'{param}' may have at most {MAX_METADATA_KEYS} keys; got {len(metadata)}.", param=param
+        )
+    for k, v in metadata.items():
+        if not isinstance(v, str):
+            raise InvalidRequest(
+                f"'{param}.{k}' must be a string; got {type(v).__name__}.", param=f"{param}.{k}"
+            )
 
 
 def effort_for_budget(budget: int) -> str:

@@ -39,6 +39,9 @@ ASSISTANT_BLOCKS = frozenset(
 """Content block types Anthropic accepts per role (Messages API reference, ``ContentBlockParam``)."""
 
 TOOL_CHOICE_TYPES = ("auto", "any", "tool", "none")
+SERVICE_TIERS = ("auto", "standard_only")
+MIN_THINKING_BUDGET = 1024
+"""Smallest ``thinking.budget_tokens`` Anthropic accepts (extended thinking guide)."""
 
 
 def _bad(param: str, message: str) -> InvalidRequest:
@@ -88,8 +91,18 @@ def _validate_block(block: Any, role: str, where: str) -> None:
         and isinstance(block.get("input"), dict)
     ):
         raise _bad(where, "tool_use blocks need string 'id' and 'name' and an object 'input'")
-    if kind == "tool_result" and not isinstance(block.get("tool_use_id"), str):
-        raise _bad(f"{where}.tool_use_id", "Field required")
+    if kind == "tool_result":
+        if not isinstance(block.get("tool_use_id"), str):
+            raise _bad(f"{where}.tool_use_id", "Field required")
+        inner = block.get("content")
+        if inner is not None and not (
+            isinstance(inner, str) or (isinstance(inner, list) and all(isinstance(b, dict) for b in inner))
+        ):
+            raise _bad(f"{where}.content", "Input should be a string or an array of content blocks")
+    if kind == "document" and not (isinstance(block.get("source"), dict)):
+        raise _bad(f"{where}.source", "Input should be a document source object {type, ...}")
+    if kind == "thinking" and not isinstance(block.get("thinking"), str):
+        raise _bad(f"{where}.thinking", "Field required (a string)")
 
 
 def validate(body: Mapping[str, Any], *, model_required: bool = True) -> None:
@@ -97,7 +110,8 @@ def validate(body: Mapping[str, Any], *, model_required: bool = True) -> None:
 
     Checked: ``model``, ``max_tokens`` (required, integer ≥ 1), ``messages`` (roles and content block
     types per role), ``system``, ``tools``, ``tool_choice``, ``temperature``/``top_p`` (0–1),
-    ``stop_sequences``, ``stream``, ``thinking``."""
+    ``top_k`` (≥ 0), ``stop_sequences``, ``stream``, ``metadata.user_id``, ``service_tier``,
+    ``thinking``."""
     model = body.get("model")
     if model is None and model_required:
         raise _bad("model", "Field required")
@@ -139,9 +153,39 @@ def validate(body: Mapping[str, Any], *, model_required: bool = True) -> None:
         raise _bad("stop_sequences", "Input should be an array of strings")
     if body.get("stream") is not None and not isinstance(body.get("stream"), bool):
         raise _bad("stream", "Input should be a boolean")
-    thinking = body.get("thinking")
-    if thinking is not None and not (isinstance(thinking, dict) and isinstance(thinking.get("type"), str)):
-        raise _bad("thinking", "Input should be {type: enabled, budget_tokens} or {type: disabled}")
+    top_k = body.get("top_k")
+    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0):
+        raise _bad("top_k", f"Input should be an integer >= 0; got {top_k!r}")
+    metadata = body.get("metadata")
+    if metadata is not None:
+        if not isinstance(metadata, dict):
+            raise _bad("metadata", "Input should be an object like {user_id: string}")
+        uid = metadata.get("user_id")
+        if uid is not None and not isinstance(uid, str):
+            raise _bad("metadata.user_id", f"Input should be a string; got {uid!r}")
+    tier = body.get("service_tier")
+    if tier is not None and tier not in SERVICE_TIERS:
+        raise _bad("service_tier", f"Input should be 'auto' or 'standard_only'; got {tier!r}")
+    _validate_thinking(body.get("thinking"))
+
+
+def _validate_thinking(thinking: Any) -> None:
+    """``{type: enabled, budget_tokens: int >= 1024}``, ``{type: disabled}`` or ``{type: adaptive}``."""
+    if thinking is None:
+        return
+    kind = thinking.get("type") if isinstance(thinking, dict) else None
+    if kind not in ("enabled", "disabled", "adaptive"):
+        raise _bad(
+            "thinking.type" if isinstance(thinking, dict) else "thinking",
+            "Input should be {type: enabled, budget_tokens}, {type: disabled} or {type: adaptive}",
+        )
+    if kind == "enabled":
+        budget = thinking.get("budget_tokens")
+        if isinstance(budget, bool) or not isinstance(budget, int) or budget < MIN_THINKING_BUDGET:
+            raise _bad(
+                "thinking.budget_tokens",
+                f"Input should be an integer >= {MIN_THINKING_BUDGET} when enabled; got {budget!r}",
+            )
 
 
 def _validate_tools(body: Mapping[str, Any]) -> None:
@@ -163,6 +207,9 @@ def _validate_tools(body: Mapping[str, Any]) -> None:
         raise _bad("tool_choice.type", f"Input should be one of {', '.join(TOOL_CHOICE_TYPES)}; got {got!r}")
     if tc["type"] == "tool" and not isinstance(tc.get("name"), str):
         raise _bad("tool_choice.name", "Field required when tool_choice.type is 'tool'")
+    dptu = tc.get("disable_parallel_tool_use")
+    if dptu is not None and not isinstance(dptu, bool):
+        raise _bad("tool_choice.disable_parallel_tool_use", "Input should be a boolean")
 
 
 # -- translation ----------------------------------------------------------------------------------
@@ -171,12 +218,16 @@ def _validate_tools(body: Mapping[str, Any]) -> None:
 def _text(blocks: Any) -> str:
     if isinstance(blocks, str):
         return blocks
+    if not isinstance(blocks, list):
+        return ""
     return "\n".join(
         str(b.get("text") or "") for b in blocks or () if isinstance(b, dict) and b.get("type") == "text"
     )
 
 
-def _image_part(src: Mapping[str, Any]) -> dict[str, Any] | None:
+def _image_part(src: Any) -> dict[str, Any] | None:
+    if not isinstance(src, Mapping):
+        return None
     if src.get("type") == "base64":
         return {
             "type": "image_url",

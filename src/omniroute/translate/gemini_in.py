@@ -22,6 +22,8 @@ from omniroute.translate._common import data_url, dumps, effort_for_budget, new_
 
 _MODES = {"AUTO": "auto", "VALIDATED": "auto", "NONE": "none", "ANY": "required"}
 _PART_KINDS = "text, inlineData, fileData, functionCall, functionResponse"
+THINKING_LEVELS = ("THINKING_LEVEL_UNSPECIFIED", "MINIMAL", "LOW", "MEDIUM", "HIGH")
+"""``thinkingConfig.thinkingLevel`` values (Gemini API reference, ``ThinkingLevel``); any case."""
 
 
 def _bad(param: str, message: str) -> InvalidRequest:
@@ -240,16 +242,121 @@ def _generation(cfg: Any, out: dict[str, Any]) -> None:
     if isinstance(thinking, dict):
         level = _get(thinking, "thinkingLevel")
         budget = _get(thinking, "thinkingBudget")
-        if isinstance(level, str) and level:
+        if isinstance(level, str) and level.upper() != "THINKING_LEVEL_UNSPECIFIED":
             out["reasoning_effort"] = level.lower()
         elif isinstance(budget, int) and budget > 0:
             out["reasoning_effort"] = effort_for_budget(budget)
 
 
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _strings(v: Any) -> bool:
+    return isinstance(v, list) and all(isinstance(x, str) for x in v)
+
+
+def _check_objects(body: Mapping[str, Any]) -> None:
+    """Shapes of ``systemInstruction``, ``tools``, ``toolConfig`` and ``safetySettings``."""
+    si = _get(body, "systemInstruction")
+    if si is not None:
+        if not isinstance(si, dict | str):
+            raise _bad("systemInstruction", "'systemInstruction' must be a Content object {parts: [...]}.")
+        parts = si.get("parts") if isinstance(si, dict) else None
+        if parts is not None and not (isinstance(parts, list) and all(isinstance(p, dict) for p in parts)):
+            raise _bad("systemInstruction.parts", "'systemInstruction.parts' must be an array of parts.")
+    tools = _get(body, "tools")
+    if tools is not None:
+        if not isinstance(tools, list):
+            raise _bad("tools", "'tools' must be an array of Tool objects.")
+        for i, group in enumerate(tools):
+            if not isinstance(group, dict):
+                raise _bad(f"tools[{i}]", f"'tools[{i}]' must be a Tool object.")
+            decls = _get(group, "functionDeclarations")
+            if decls is not None and not isinstance(decls, list):
+                raise _bad(
+                    f"tools[{i}].functionDeclarations", f"'tools[{i}].functionDeclarations' must be an array."
+                )
+    tc = _get(body, "toolConfig")
+    if tc is not None:
+        if not isinstance(tc, dict):
+            raise _bad("toolConfig", "'toolConfig' must be an object {functionCallingConfig: {...}}.")
+        fcc = _get(tc, "functionCallingConfig")
+        if fcc is not None and not isinstance(fcc, dict):
+            raise _bad(
+                "toolConfig.functionCallingConfig", "'toolConfig.functionCallingConfig' must be an object."
+            )
+        names = _get(fcc, "allowedFunctionNames") if isinstance(fcc, dict) else None
+        if names is not None and not _strings(names):
+            where = "toolConfig.functionCallingConfig.allowedFunctionNames"
+            raise _bad(where, f"'{where}' must be an array of strings.")
+    safety = _get(body, "safetySettings")
+    if safety is not None:
+        if not isinstance(safety, list):
+            raise _bad("safetySettings", "'safetySettings' must be an array of {category, threshold}.")
+        for i, setting in enumerate(safety):
+            if not isinstance(setting, dict):
+                raise _bad(f"safetySettings[{i}]", f"'safetySettings[{i}]' must be {{category, threshold}}.")
+            for key in ("category", "threshold"):
+                if not isinstance(setting.get(key), str):
+                    raise _bad(f"safetySettings[{i}].{key}", f"'safetySettings[{i}].{key}' must be a string.")
+
+
+def _check_generation(cfg: Any) -> None:
+    """``generationConfig`` fields the canonical checks do not cover (those name the Gemini field
+    through the surface: temperature, topP, maxOutputTokens, candidateCount, seed, penalties)."""
+    if cfg is None:
+        return
+    if not isinstance(cfg, dict):
+        raise _bad("generationConfig", "'generationConfig' must be an object.")
+    where = "generationConfig"
+    top_k = _get(cfg, "topK")
+    if top_k is not None and (not _is_int(top_k) or top_k < 0):
+        raise _bad(f"{where}.topK", f"'{where}.topK' must be an integer >= 0; got {top_k!r}.")
+    stop = _get(cfg, "stopSequences")
+    if stop is not None and not _strings(stop):
+        raise _bad(f"{where}.stopSequences", f"'{where}.stopSequences' must be an array of strings.")
+    mime = _get(cfg, "responseMimeType")
+    if mime is not None and not isinstance(mime, str):
+        raise _bad(f"{where}.responseMimeType", f"'{where}.responseMimeType' must be a string.")
+    for key in ("responseSchema", "responseJsonSchema"):
+        if _get(cfg, key) is not None and not isinstance(_get(cfg, key), dict):
+            raise _bad(f"{where}.{key}", f"'{where}.{key}' must be a schema object.")
+    modalities = _get(cfg, "responseModalities")
+    if modalities is not None and not _strings(modalities):
+        raise _bad(
+            f"{where}.responseModalities", f"'{where}.responseModalities' must be an array of strings."
+        )
+    if _get(cfg, "responseLogprobs") is not None and not isinstance(_get(cfg, "responseLogprobs"), bool):
+        raise _bad(f"{where}.responseLogprobs", f"'{where}.responseLogprobs' must be a boolean.")
+    if _get(cfg, "logprobs") is not None and not _is_int(_get(cfg, "logprobs")):
+        raise _bad(f"{where}.logprobs", f"'{where}.logprobs' must be an integer.")
+    thinking = _get(cfg, "thinkingConfig")
+    if thinking is None:
+        return
+    at = f"{where}.thinkingConfig"
+    if not isinstance(thinking, dict):
+        raise _bad(at, f"'{at}' must be an object.")
+    budget = _get(thinking, "thinkingBudget")
+    if budget is not None and not _is_int(budget):
+        raise _bad(f"{at}.thinkingBudget", f"'{at}.thinkingBudget' must be an integer; got {budget!r}.")
+    level = _get(thinking, "thinkingLevel")
+    if level is not None and not (isinstance(level, str) and level.upper() in THINKING_LEVELS):
+        raise _bad(
+            f"{at}.thinkingLevel",
+            f"'{at}.thinkingLevel' must be one of {', '.join(THINKING_LEVELS)}; got {level!r}.",
+        )
+    include = _get(thinking, "includeThoughts")
+    if include is not None and not isinstance(include, bool):
+        raise _bad(f"{at}.includeThoughts", f"'{at}.includeThoughts' must be a boolean.")
+
+
 def to_canonical(body: Mapping[str, Any], model: str, *, stream: bool) -> dict[str, Any]:
     """A ``GenerateContentRequest`` for ``model`` → canonical chat body; raises :class:`InvalidRequest`
-    (400) naming the first bad field (``contents``, ``contents[i].parts[j]``, ``tools[…]``,
-    ``toolConfig.functionCallingConfig.mode``, ``generationConfig``)."""
+    (400) naming the first bad field (``contents``, ``contents[i].parts[j]``, ``systemInstruction``,
+    ``tools[…]``, ``toolConfig…``, ``safetySettings[i]…``, ``generationConfig…``)."""
+    _check_objects(body)
+    _check_generation(_get(body, "generationConfig"))
     contents = body.get("contents")
     if not isinstance(contents, list) or not contents:
         raise _bad("contents", "'contents' is required: a non-empty array of {role, parts}.")

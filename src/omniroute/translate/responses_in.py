@@ -18,9 +18,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from omniroute.errors import InvalidRequest
+from omniroute.translate._common import REASONING_EFFORTS, check_metadata
 
 ROLES = frozenset({"user", "assistant", "system", "developer"})
 TOOL_CHOICES = frozenset({"auto", "none", "required"})
+TRUNCATIONS = ("auto", "disabled")
 
 
 def _bad(param: str, message: str) -> InvalidRequest:
@@ -102,7 +104,7 @@ def input_messages(items: Any) -> list[dict[str, Any]]:
         kind = item.get("type") or ("message" if "role" in item else None)
         if kind == "message":
             role = item.get("role")
-            if role not in ROLES:
+            if not isinstance(role, str) or role not in ROLES:
                 raise _bad(
                     f"{where}.role",
                     f"'{where}.role' must be one of {', '.join(sorted(ROLES))}; got {role!r}.",
@@ -230,12 +232,22 @@ def validate(body: Mapping[str, Any], *, model_required: bool = True) -> None:
     instructions = body.get("instructions")
     if instructions is not None and not isinstance(instructions, str):
         raise _bad("instructions", "'instructions' must be a string.")
-    for name in ("reasoning", "text", "metadata"):
+    for name in ("reasoning", "text"):
         if body.get(name) is not None and not isinstance(body[name], dict):
             raise _bad(name, f"'{name}' must be an object.")
+    check_metadata(body.get("metadata"))
     effort = (body.get("reasoning") or {}).get("effort")
-    if effort is not None and effort not in ("minimal", "low", "medium", "high"):
-        raise _bad("reasoning.effort", "'reasoning.effort' must be one of minimal, low, medium, high.")
+    if effort is not None and effort not in REASONING_EFFORTS:
+        raise _bad(
+            "reasoning.effort",
+            f"'reasoning.effort' must be one of {', '.join(REASONING_EFFORTS)}; got {effort!r}.",
+        )
+    truncation = body.get("truncation")
+    if truncation is not None and truncation not in TRUNCATIONS:
+        raise _bad("truncation", f"'truncation' must be 'auto' or 'disabled'; got {truncation!r}.")
+    for name in ("user", "service_tier"):
+        if body.get(name) is not None and not isinstance(body[name], str):
+            raise _bad(name, f"'{name}' must be a string.")
     include = body.get("include")
     if include is not None and not (isinstance(include, list) and all(isinstance(i, str) for i in include)):
         raise _bad("include", "'include' must be an array of strings.")

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from omniroute.api.admin.core import Admin
 from omniroute.errors import GatewayError, InvalidRequest
 from omniroute.gateway import Gateway
-from omniroute.routing.combo_validation import ComboInvalid, check_combo
+from omniroute.routing.combo_validation import MAX_STEP_PROMPT_CHARS, ComboInvalid, check_combo
 from omniroute.routing.combos import shadowed_model
 from omniroute.store import Store
 from omniroute.store.errors import StoreConflict, StoreNotFound
@@ -32,9 +32,10 @@ _COMBO_FIELDS = ("name", "strategy", "targets", "config", "description", "enable
 
 class TargetIn(BaseModel):
     """One combo target (step): exactly one of ``model`` (``provider/model`` or a model id) and
-    ``combo_ref`` (another combo's name). Extra keys (``label``, pipeline ``prompt`` …) are kept."""
+    ``combo_ref`` (another combo's name). The keys are those of a config-file target (OPS-2); any
+    other key is a 400 naming it."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="forbid")
 
     model: str | None = None
     combo_ref: str | None = None
@@ -44,6 +45,9 @@ class TargetIn(BaseModel):
     timeout_s: float | None = Field(default=None, gt=0, description="per-target attempt timeout (s)")
     timeout_ms: float | None = Field(default=None, gt=0, description="per-target attempt timeout (ms)")
     tags: list[str] | None = Field(default=None, description="tag routing (COMBO-4)")
+    prompt: str | None = Field(
+        default=None, max_length=MAX_STEP_PROMPT_CHARS, description="pipeline step prompt (COMBO-6)"
+    )
 
 
 def _targets_before(v: Any) -> Any:
