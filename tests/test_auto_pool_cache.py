@@ -3,7 +3,7 @@ derived once per registry snapshot and follows OAuth expiry; deferred decision r
 
 from __future__ import annotations
 
-from tests.auto_support import NOW, make_gw, provider
+from auto_support import NOW, make_gw, provider
 
 from omniroute.routing.auto.factory import virtual_pool
 from omniroute.routing.decision import Decision
