@@ -4,7 +4,6 @@ derived once per registry snapshot and follows OAuth expiry; deferred decision r
 from __future__ import annotations
 
 from auto_support import NOW, make_gw, provider
-
 from omniroute.routing.auto.factory import virtual_pool
 from omniroute.routing.decision import Decision
 from omniroute.values import Connection
