@@ -249,8 +249,15 @@ async def test_success_is_noop_only_while_no_tier_holds_a_record() -> None:
     assert (await state.breaker_success("p", T0, reset_timeout_s=30.0)).changed
     assert state.success_is_noop("p", "c1", "m1")  # a stored CLOSED record with no failures
     await state.cooldown_extend(
-        "c1", T0, provider="p", hint_s=5.0, base_s=3.0, max_s=300.0, max_hint_s=1800.0,
-        reason="rate limited (429)", last_error="slow down",
+        "c1",
+        T0,
+        provider="p",
+        hint_s=5.0,
+        base_s=3.0,
+        max_s=300.0,
+        max_hint_s=1800.0,
+        reason="rate limited (429)",
+        last_error="slow down",
     )
     assert not state.success_is_noop("p", "c1", "m1")
     assert state.success_is_noop("p", "c2", "m1")

@@ -200,6 +200,12 @@ class Resilience:
                 self._probes[key] = self._probes.get(key, 0) + 1
         return None
 
+    @property
+    def holds_probes(self) -> bool:
+        """Whether this process holds any unsettled half-open probe slot (RESIL-1); when not,
+        :meth:`release_probe` is a no-op for every candidate."""
+        return bool(self._probes)
+
     # -- after attempts ------------------------------------------------------------------------
     def _settle_probe(self, key: str) -> bool:
         n = self._probes.get(key, 0)
