@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from omniroute.errors import (
     AuthInvalid,
     ContextOverflow,
@@ -18,7 +20,7 @@ from omniroute.errors import (
 )
 from omniroute.resilience.breaker import BreakerSettings
 from omniroute.resilience.ladder import LadderContext, PreCallFilter, Resilience
-from omniroute.resilience.precall import estimate_prompt_tokens, required_capabilities
+from omniroute.resilience.precall import estimate_prompt_tokens, prompt_profile, required_capabilities
 from omniroute.state import FakeClock, MemoryRoutingState
 from omniroute.values import Candidate, Connection, ModelInfo, ProviderInfo
 
@@ -429,3 +431,32 @@ async def test_reset_clears_provider_connection_or_everything() -> None:
     assert snap["breakers"] == {} and snap["cooldowns"] == {}
     assert snap["events"][-1]["kind"] == "reset"
     assert len((await r.filter([a, b], ctx(clock))).survivors) == 2
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {},
+        {"messages": "nope"},
+        {"messages": [{"role": "user", "content": "hello there"}, "junk", {"role": "system"}]},
+        {
+            "messages": [
+                {"role": "user", "content": [{"type": "text", "text": "look"}, {"type": "image_url"}, "raw"]},
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [{"function": {"name": "f", "arguments": "{}"}}],
+                },
+            ],
+            "tools": [{"type": "function", "function": {"name": "f"}}],
+            "response_format": {"type": "json_schema"},
+            "system": "be brief",
+        },
+        {"messages": [{"role": "user", "content": "x"}], "functions": [{}], "tool_choice": "none"},
+        {"messages": [{"role": "user", "content": "x"}], "functions": [{}], "prompt": ["a", {"text": "bc"}]},
+        {"messages": [{"content": [{"type": "input_image"}]}], "response_format": {"type": "json_object"}},
+    ],
+)
+def test_prompt_profile_matches_the_two_estimates(body: dict[str, Any]) -> None:
+    """RESIL-8: the one-pass profile the ladder context uses equals the separate estimates."""
+    assert prompt_profile(body) == (estimate_prompt_tokens(body), required_capabilities(body))

@@ -237,3 +237,37 @@ async def test_quota_snapshot_round_trip() -> None:
     assert await state.get_quota("c") == snap
     assert await state.get_quota("other") is None
     assert QuotaSnapshot.from_dict(snap.to_dict()) == snap
+
+
+async def test_success_is_noop_only_while_no_tier_holds_a_record() -> None:
+    """RESIL-1/2/3: the success fast check answers True exactly when the three success updates would
+    change nothing: a failure count, a cooldown or a lock of that model makes it False."""
+    state, _ = make()
+    assert state.success_is_noop("p", "c1", "m1")
+    await fail(state)
+    assert not state.success_is_noop("p", "c1", "m1")
+    assert (await state.breaker_success("p", T0, reset_timeout_s=30.0)).changed
+    assert state.success_is_noop("p", "c1", "m1")  # a stored CLOSED record with no failures
+    await state.cooldown_extend(
+        "c1",
+        T0,
+        provider="p",
+        hint_s=5.0,
+        base_s=3.0,
+        max_s=300.0,
+        max_hint_s=1800.0,
+        reason="rate limited (429)",
+        last_error="slow down",
+    )
+    assert not state.success_is_noop("p", "c1", "m1")
+    assert state.success_is_noop("p", "c2", "m1")
+    assert (await state.cooldown_success("c1")).changed
+    assert state.success_is_noop("p", "c1", "m1")  # the record keeps only its last error
+    key = LockKey("p", "c1", "m1")
+    await state.lockout_extend(
+        key, T0, base_s=120.0, max_s=1800.0, until=None, hint_s=None, max_hint_s=86400.0, reason="q"
+    )
+    assert not state.success_is_noop("p", "c1", "m1")
+    assert state.success_is_noop("p", "c1", "m2")
+    await state.lockout_clear(key)
+    assert state.success_is_noop("p", "c1", "m1")

@@ -564,6 +564,8 @@ async def test_unreachable_redis_degrades_to_local_state_with_one_warning(
             assert await state.get_json("j") == [1]
             assert state.degraded
             assert await state.ready() is False
+            assert not state.success_is_noop("p", "c1", "m")  # the local breaker counts failures
+            assert state.success_is_noop("q", "c9", "m")
         warnings = [r for r in caplog.records if "unavailable" in r.getMessage()]
         assert len(warnings) == 1
         assert "STORE-2" in warnings[0].getMessage()
@@ -659,3 +661,16 @@ async def test_other_redis_errors_serve_that_call_locally(replicas: Factory) -> 
     finally:
         await client.aclose()
         await state.aclose()
+
+
+@needs_redis
+async def test_redis_success_is_noop_always_defers_to_the_atomic_updates(replicas: Factory) -> None:
+    """RESIL-1/2/3 across replicas: only a read of Redis can tell whether a success resets anything,
+    so the synchronous fast check never answers True for the shared backend."""
+    state = replicas(FakeClock(T0))
+    assert not state.success_is_noop("p", "c1", "m")
+    resilient = ResilientRoutingState(replicas(FakeClock(T0)))
+    try:
+        assert not resilient.success_is_noop("p", "c1", "m")
+    finally:
+        await resilient.aclose()

@@ -20,7 +20,7 @@ from omniroute.resilience._fmt import until_text
 from omniroute.resilience.breaker import CircuitBreaker
 from omniroute.resilience.cooldown import ConnectionCooldown
 from omniroute.resilience.lockout import ModelLockout
-from omniroute.resilience.precall import estimate_prompt_tokens, required_capabilities
+from omniroute.resilience.precall import prompt_profile
 from omniroute.state.records import BreakerState, LockKey, ProbeVerdict, breaker_view
 from omniroute.values import Candidate
 
@@ -56,11 +56,8 @@ class LadderContext:
     @classmethod
     def for_request(cls, body: Mapping[str, Any], now: float) -> LadderContext:
         """Context for an OpenAI chat-shaped body at ``now`` (epoch s)."""
-        return cls(
-            now=now,
-            estimated_prompt_tokens=estimate_prompt_tokens(body),
-            required_capabilities=required_capabilities(body),
-        )
+        tokens, caps = prompt_profile(body)
+        return cls(now, tokens, caps)
 
     def note_context_overflow(self, context_window: int) -> None:
         """A candidate with ``context_window`` tokens overflowed: from now on require a larger one.

@@ -239,7 +239,7 @@ def parse_quota_headers(headers: Mapping[str, str] | None, now: float) -> QuotaS
     if not headers:
         return None
     # Runs on every successful response: only rate-limit headers are looked at.
-    h = {k.lower(): v for k, v in headers.items() if "ratelimit" in k.lower()}
+    h = {lk: v for k, v in headers.items() if "ratelimit" in (lk := k.lower())}
     if not h:
         return None
     dims: list[QuotaDimension] = []

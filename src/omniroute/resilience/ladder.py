@@ -200,6 +200,12 @@ class Resilience:
                 self._probes[key] = self._probes.get(key, 0) + 1
         return None
 
+    @property
+    def holds_probes(self) -> bool:
+        """Whether this process holds any unsettled half-open probe slot (RESIL-1); when not,
+        :meth:`release_probe` is a no-op for every candidate."""
+        return bool(self._probes)
+
     # -- after attempts ------------------------------------------------------------------------
     def _settle_probe(self, key: str) -> bool:
         n = self._probes.get(key, 0)
@@ -221,13 +227,20 @@ class Resilience:
         """An attempt on ``cand`` succeeded after ``latency_ms`` (TTFT ``ttft_ms`` for streams):
         close/reset the breaker (RESIL-1), clear cooldown and backoff (RESIL-2), drop a lock of this
         model on this connection (RESIL-3), record the window sample, and store the quota snapshot
-        parsed from the response ``headers``."""
+        parsed from the response ``headers``. The tier updates are skipped when the state knows they
+        would change nothing (:meth:`~omniroute.state.base.RoutingState.success_is_noop`, the common
+        case), so a success then costs one window write."""
         now = self.clock.time()
-        self._settle_probe(cand.key)
-        await self.breaker.on_success(cand.provider.id, now)
-        await self.cooldown.on_success(cand.connection.id, now)
-        await self.lockout.on_success(lock_key(cand), now)
-        await self.state.record_sample(cand.key, now, latency_ms=latency_ms, ok=True, ttft_ms=ttft_ms)
+        key = cand.key
+        if self._probes:
+            self._settle_probe(key)
+        provider, conn = cand.provider.id, cand.connection.id
+        state = self.state
+        if not state.success_is_noop(provider, conn, cand.model.id):  # else nothing to reset
+            await self.breaker.on_success(provider, now)
+            await self.cooldown.on_success(conn, now)
+            await self.lockout.on_success(LockKey(provider, conn, cand.model.id), now)
+        await state.record_sample(key, now, latency_ms=latency_ms, ok=True, ttft_ms=ttft_ms)
         if headers:
             snapshot = parse_quota_headers(headers, now)
             if snapshot is not None:

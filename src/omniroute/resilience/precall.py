@@ -19,6 +19,7 @@ __all__ = [
     "CAP_TOOLS",
     "CAP_VISION",
     "estimate_prompt_tokens",
+    "prompt_profile",
     "required_capabilities",
 ]
 
@@ -100,3 +101,53 @@ def required_capabilities(body: Mapping[str, Any]) -> frozenset[str]:
     if isinstance(fmt, Mapping) and fmt.get("type") == "json_schema":
         caps.add(CAP_STRUCTURED_OUTPUT)
     return frozenset(caps)
+
+
+_NO_CAPS: frozenset[str] = frozenset()
+
+
+def prompt_profile(body: Mapping[str, Any]) -> tuple[int, frozenset[str]]:
+    """``(estimate_prompt_tokens(body), required_capabilities(body))`` in one pass over the
+    messages (the per-request ladder context reads both; RESIL-8)."""
+    chars = 0
+    count = 0
+    vision = False
+    messages = body.get("messages")
+    if isinstance(messages, list):
+        for msg in messages:
+            if not isinstance(msg, Mapping):
+                continue
+            count += 1
+            content = msg.get("content")
+            if type(content) is str:
+                chars += len(content)
+            else:
+                chars += _text_chars(content)
+                if not vision and isinstance(content, list):
+                    vision = any(isinstance(p, Mapping) and p.get("type") in _IMAGE_PARTS for p in content)
+            calls = msg.get("tool_calls")
+            if isinstance(calls, list):
+                for call in calls:
+                    fn = call.get("function") if isinstance(call, Mapping) else None
+                    if isinstance(fn, Mapping):
+                        chars += len(str(fn.get("name") or "")) + len(str(fn.get("arguments") or ""))
+    for field in ("system", "input", "prompt"):
+        chars += _text_chars(body.get(field))
+    tools = body.get("tools")
+    if tools:
+        with contextlib.suppress(TypeError):
+            chars += len(orjson.dumps(tools))
+    tokens = chars // _CHARS_PER_TOKEN + _TOKENS_PER_MESSAGE * count
+    fmt = body.get("response_format")
+    structured = isinstance(fmt, Mapping) and fmt.get("type") == "json_schema"
+    wants_tools = bool(tools or body.get("functions")) and body.get("tool_choice") != "none"
+    if not (vision or structured or wants_tools):
+        return tokens, _NO_CAPS
+    caps: set[str] = set()
+    if wants_tools:
+        caps.add(CAP_TOOLS)
+    if vision:
+        caps.add(CAP_VISION)
+    if structured:
+        caps.add(CAP_STRUCTURED_OUTPUT)
+    return tokens, frozenset(caps)

@@ -35,7 +35,7 @@ from omniroute.routing.combo_expand import (
 from omniroute.routing.decision import Decision
 from omniroute.routing.quota import StateQuotaProvider, parse_limits
 from omniroute.routing.registry import Registry
-from omniroute.routing.resolve import Plan
+from omniroute.routing.resolve import MEMO_MAX_MODELS, Plan
 from omniroute.routing.strategies import (
     Availability,
     ComboSettings,
@@ -103,11 +103,9 @@ def global_combo_defaults(gw: Gateway) -> Mapping[str, Any]:
     return gw.config.combo_defaults
 
 
-def _availability(gw: Gateway, now: float) -> Availability:
+def _availability(filters: tuple[BreakerFilter, CooldownFilter, LockoutFilter], now: float) -> Availability:
     """Tiers 1–3 of the ladder, read-only (no probe claims): which targets the engine would filter
     entirely right now, with the first reason (weighted, round-robin, context-relay read it)."""
-    res = gw.resilience
-    filters = (BreakerFilter(res.breaker), CooldownFilter(res.cooldown), LockoutFilter(res.lockout))
 
     async def unavailable(targets: Sequence[ComboTarget]) -> dict[int, str]:
         survivors = [c for t in targets for c in t.candidates()]
@@ -135,18 +133,90 @@ def _flatten(
     ordered: Sequence[ComboTarget], decision: Decision
 ) -> tuple[list[Candidate], dict[str, ComboTarget]]:
     out: list[Candidate] = []
+    rows: list[dict[str, Any]] = []
     owner: dict[str, ComboTarget] = {}
     for t in ordered:
-        for c in t.candidates():
-            if c.key in owner:
+        for c, key, row in zip(t.candidates(), t.candidate_keys, t.candidate_rows, strict=True):
+            if key in owner:
                 continue
-            owner[c.key] = t
+            owner[key] = t
             out.append(c)
-    decision.candidates.extend(
-        {"provider": c.provider.id, "model": c.model.id, "connection": c.connection.id, "step": c.step}
-        for c in out
-    )
+            rows.append(row)
+    decision.candidates.extend(rows)
     return out, owner
+
+
+class _ComboStatic:
+    """What :func:`plan_combo` derives from a combo definition alone (name, strategy, option
+    cascade, budgets, the per-connection expansion of untagged targets), memoised on the registry
+    snapshot next to the target expansion: a management edit builds a new snapshot."""
+
+    __slots__ = (
+        "affinity",
+        "combo",
+        "defaults",
+        "expand",
+        "filters",
+        "gw_state",
+        "max_attempts",
+        "name",
+        "per_connection",
+        "per_target",
+        "resilience",
+        "settings",
+        "state",
+        "strategy",
+        "strategy_name",
+        "tag_mode",
+    )
+
+    def __init__(
+        self, gw: Gateway, plan: Plan, combo: Mapping[str, Any], defaults: Mapping[str, Any]
+    ) -> None:
+        self.combo, self.defaults = combo, defaults
+        self.name = name = str(combo.get("name") or plan.requested)
+        self.strategy_name = strategy_name = canonical_strategy(combo.get("strategy"))
+        self.settings = settings = ComboSettings(combo.get("config") or {}, defaults)
+        self.tag_mode = str(settings.get("tagMatchMode", "any"))
+        try:
+            strategy = get_strategy(strategy_name)
+        except KeyError:
+            strategy = get_strategy("priority")
+        self.strategy = strategy
+        self.expand = strategy.expands_connections or settings.bool_("connectionAwareExpansion")
+        self.affinity = strategy_name != "cache-optimized" and settings.bool_(
+            "promptCacheAffinityEnabled", True
+        )
+        quota = StateQuotaProvider(gw.state, parse_limits(settings.get("connectionLimits")))
+        self.gw_state = gw.state
+        self.state = StrategyState(gw.state, name, quota)
+        self.resilience = res = gw.resilience
+        self.filters = (BreakerFilter(res.breaker), CooldownFilter(res.cooldown), LockoutFilter(res.lockout))
+        self.per_connection: list[ComboTarget] | None = None
+        max_retries = settings.get("maxRetries")
+        max_attempts = settings.get("maxAttempts")
+        self.per_target = int(max_retries) if isinstance(max_retries, int | float) else None
+        self.max_attempts = (
+            int(max_attempts) if isinstance(max_attempts, int | float) and max_attempts >= 1 else None
+        )
+
+
+def _static(gw: Gateway, plan: Plan, combo: Mapping[str, Any]) -> _ComboStatic:
+    defaults = global_combo_defaults(gw)
+    memo: dict[str, _ComboStatic] = gw.registry.memo.setdefault("combo-static", {})
+    key = plan.requested
+    hit = memo.get(key)
+    if (
+        hit is None
+        or hit.combo is not combo
+        or hit.defaults is not defaults
+        or hit.resilience is not gw.resilience
+        or hit.gw_state is not gw.state
+    ):
+        hit = _ComboStatic(gw, plan, combo, defaults)
+        if gw.registry.combos.get(hit.name) is combo and len(memo) < MEMO_MAX_MODELS:
+            memo[key] = hit
+    return hit
 
 
 async def plan_combo(
@@ -156,26 +226,24 @@ async def plan_combo(
     COMBO-4; see the module docstring). A context-relay handoff rewrites ``req.body`` in place."""
     from omniroute.routing.plan import RunOptions
 
-    combo = plan.combo or {}
-    name = str(combo.get("name") or plan.requested)
-    strategy_name = canonical_strategy(combo.get("strategy"))
+    st = _static(gw, plan, plan.combo or {})
+    name, strategy_name, settings, strategy = st.name, st.strategy_name, st.settings, st.strategy
     decision.combo = name
     decision.strategy = strategy_name
-    settings = ComboSettings(combo.get("config") or {}, global_combo_defaults(gw))
     notes: list[str] = []
-    targets = combo_targets(gw, combo, decision)
-    targets, tag_note = apply_tags(targets, req.tags, str(settings.get("tagMatchMode", "any")), decision)
-    if tag_note:
-        notes.append(tag_note)
-    try:
-        strategy = get_strategy(strategy_name)
-    except KeyError:
-        strategy = get_strategy("priority")
-    if strategy.expands_connections or settings.bool_("connectionAwareExpansion"):
-        targets = per_connection(targets)
+    targets = combo_targets(gw, st.combo, decision)
+    if req.tags:
+        targets, tag_note = apply_tags(targets, req.tags, st.tag_mode, decision)
+        if tag_note:
+            notes.append(tag_note)
+        if st.expand:
+            targets = per_connection(targets)
+    elif st.expand:  # untagged: the expansion of the memoised targets is itself reusable
+        if st.per_connection is None:
+            st.per_connection = per_connection(targets)
+        targets = st.per_connection
     now = gw.resilience.clock.time()
-    quota = StateQuotaProvider(gw.state, parse_limits(settings.get("connectionLimits")))
-    state = StrategyState(gw.state, name, quota)
+    state = st.state
     ctx = StrategyContext(
         combo=name,
         strategy=strategy_name,
@@ -184,34 +252,29 @@ async def plan_combo(
         request=req,
         state=state,
         now=now,
-        availability=_availability(gw, now),
+        availability=_availability(st.filters, now),
     )
     ordering = await strategy.order(ctx)
     if ordering.body is not None:
         req.body, req.native, req.raw_body = ordering.body, None, None
     ordered = ordering.targets
-    if strategy_name != "cache-optimized" and settings.bool_("promptCacheAffinityEnabled", True):
+    if st.affinity:
         ordered, moved = apply_cache_affinity(ordered, req, protect_first=strategy.protects_first)
         if moved:
             notes.append("prompt-cache affinity reordered accounts")
     candidates, owner = _flatten(ordered, decision)
     decision.reason = "; ".join([ordering.reason, *notes]) if ordering.reason else "; ".join(notes)
     hook = ordering.on_success
+    clock = gw.resilience.clock
 
     async def on_success(cand: Candidate) -> None:
-        await state.note_served(cand.connection.id, gw.resilience.clock.time())
+        await state.note_served(cand.connection.id, clock.time())
         target = owner.get(cand.key)
         if hook is not None and target is not None:
             await hook(target, cand)
 
-    max_retries = settings.get("maxRetries")
-    max_attempts = settings.get("maxAttempts")
     return candidates, RunOptions(
-        per_target=int(max_retries) if isinstance(max_retries, int | float) else None,
-        max_attempts=int(max_attempts)
-        if isinstance(max_attempts, int | float) and max_attempts >= 1
-        else None,
-        on_success=on_success,
+        per_target=st.per_target, max_attempts=st.max_attempts, on_success=on_success
     )
 
 

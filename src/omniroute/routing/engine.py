@@ -268,37 +268,43 @@ class Engine:
         :class:`ExhaustedError` (RESIL-7).
         """
         ctx = LadderContext.for_request(req.body, now=time.time())
-        result = await self.resilience.filter(candidates, ctx)
-        survivors = list(result.survivors)
-        decision.exclusions.extend(result.exclusions)
+        resilience = self.resilience
+        result = await resilience.filter(candidates, ctx)
+        survivors = result.survivors  # a fresh list, only read here
+        if result.exclusions:
+            decision.exclusions.extend(result.exclusions)
+        retries = self.retries
         budget = _Budget(
-            limit=self.retries.max_attempts if max_attempts is None else max_attempts,
-            per_target=self.retries.per_target if per_target is None else per_target,
-            deadline=time.monotonic() + self.retries.total_s,
+            retries.max_attempts if max_attempts is None else max_attempts,
+            retries.per_target if per_target is None else per_target,
+            time.monotonic() + retries.total_s,
         )
         errors: list[UpstreamError] = []
+        lastidx = len(survivors) - 1
         for idx, cand in enumerate(survivors):
             if budget.spent(len(decision.attempts)):
                 await self._release(survivors[idx:])
                 break
-            skip = await self._precheck(cand, ctx, bool(errors))
-            if skip is not None:
-                decision.exclusions.append(skip)
-                continue
-            last = idx == len(survivors) - 1
+            if errors or ctx.min_context:  # otherwise _precheck has nothing to check
+                skip = await self._precheck(cand, ctx, bool(errors))
+                if skip is not None:
+                    decision.exclusions.append(skip)
+                    continue
             try:
                 cand_req = prepare(cand, req) if prepare is not None else req
-                out = await self._try_candidate(cand, cand_req, decision, ctx, budget, errors, last)
+                out = await self._try_candidate(cand, cand_req, decision, ctx, budget, errors, idx == lastidx)
             except BaseException:
                 await self._release(survivors[idx + 1 :])
                 raise
             if out is None:
                 continue
-            await self._release(survivors[idx + 1 :])
+            if idx < lastidx:
+                await self._release(survivors[idx + 1 :])
             decision.served = cand.key
             if isinstance(out, Outcome):
-                await self.resilience.record_success(cand, out.upstream_ms, None, out.headers)
-                await _call_hook(on_success, cand)
+                await resilience.record_success(cand, out.upstream_ms, None, out.headers)
+                if on_success is not None:
+                    await _call_hook(on_success, cand)
             else:
                 out.on_done.append(self._stream_done_hook(on_success, decision))
             return out
@@ -421,6 +427,8 @@ class Engine:
 
     async def _release(self, rest: Sequence[Candidate]) -> None:
         """Give back probe slots claimed for candidates that will not be attempted."""
+        if not self.resilience.holds_probes:  # nothing claimed: nothing to give back
+            return
         for c in rest:
             await self.resilience.release_probe(c)
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from omniroute.errors import ExclusionRecord
 from omniroute.routing.decision import Decision
-from omniroute.routing.resolve import Plan, PlanTarget
+from omniroute.routing.resolve import MEMO_MAX_MODELS, Plan, PlanTarget
 from omniroute.values import Candidate, ChatRequest
 
 if TYPE_CHECKING:
@@ -31,6 +31,11 @@ class RunOptions:
     per_target: int | None = None
     on_success: Callable[[Candidate], Any] | None = None
     prepare: Callable[[Candidate, ChatRequest], ChatRequest] | None = None
+
+
+_NO_OPTIONS = RunOptions()  # read-only: the engine's defaults for single-model plans
+_EXPAND_MEMO = "plan-expansion"
+_Expansion = tuple[Plan, tuple[Candidate, ...], tuple[ExclusionRecord, ...], tuple[dict[str, Any], ...]]
 
 
 class Planner:
@@ -52,7 +57,24 @@ class Planner:
 
             return await plan_combo(self.gw, plan, req, decision)
         decision.strategy = "chain" if plan.kind == "chain" else "single"
-        return self.expand(plan.targets, decision), RunOptions()
+        return self._expanded(plan, decision), _NO_OPTIONS
+
+    def _expanded(self, plan: Plan, decision: Decision) -> list[Candidate]:
+        """:meth:`expand` of a single-model plan, memoised on the registry snapshot by model string
+        (the result depends only on the plan's targets and the snapshot's connections); the cached
+        exclusions and candidate rows are appended to ``decision`` as :meth:`expand` would."""
+        memo: dict[str, _Expansion] = self.gw.registry.memo.setdefault(_EXPAND_MEMO, {})
+        hit = memo.get(plan.requested)
+        if hit is None or hit[0] is not plan:
+            scratch = Decision(request_id="", requested_model=plan.requested)
+            cands = self.expand(plan.targets, scratch)
+            hit = (plan, tuple(cands), tuple(scratch.exclusions), tuple(scratch.candidates))
+            if len(memo) < MEMO_MAX_MODELS:
+                memo[plan.requested] = hit
+        if hit[2]:
+            decision.exclusions.extend(hit[2])
+        decision.candidates.extend(hit[3])
+        return list(hit[1])
 
     def expand(
         self, targets: tuple[PlanTarget, ...] | list[PlanTarget], decision: Decision

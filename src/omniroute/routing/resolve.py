@@ -67,8 +67,29 @@ def _match_mapping(reg: Registry, model: str) -> dict[str, Any] | None:
     return None
 
 
+_MEMO_KEY = "resolve"
+MEMO_MAX_MODELS = 1024
+"""Model strings whose plan one registry snapshot remembers (client-chosen strings: bounded)."""
+
+
 def resolve(reg: Registry, model: str) -> Plan:
-    """Resolve ``model`` against the registry snapshot. Raises :class:`ModelNotFound` (404)."""
+    """Resolve ``model`` against the registry snapshot. Raises :class:`ModelNotFound` (404).
+
+    A plan depends only on the model string and the snapshot, so it is memoised on the snapshot
+    (``Registry.memo``, at most :data:`MEMO_MAX_MODELS` strings; a management edit builds a new
+    snapshot and so resolves afresh, COMBO-1). Plans are immutable and shared."""
+    memo: dict[str, Plan] | None = reg.memo.get(_MEMO_KEY)
+    if memo is None:
+        memo = reg.memo[_MEMO_KEY] = {}
+    plan = memo.get(model)
+    if plan is None:
+        plan = _resolve(reg, model)
+        if len(memo) < MEMO_MAX_MODELS:
+            memo[model] = plan
+    return plan
+
+
+def _resolve(reg: Registry, model: str) -> Plan:
     if not model:
         raise not_found(model)
     combo = reg.combos.get(model)

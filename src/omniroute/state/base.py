@@ -168,6 +168,15 @@ class RoutingState(Protocol):
         then); the per-request ladder filter (:meth:`Resilience.filter`) reads through this."""
         ...
 
+    def success_is_noop(self, provider: str, connection_id: str, model: str) -> bool:
+        """``True`` when a success on ``(provider, connection_id, model)`` is known to change no
+        breaker, cooldown or lockout record right now (RESIL-1/2/3): no such record is held, or only
+        a CLOSED breaker with no failures. Synchronous and cheap (it runs after every successful
+        attempt); a backend that cannot tell without a round trip answers ``False`` and callers then
+        make the atomic updates (:meth:`breaker_success`, :meth:`cooldown_success`,
+        :meth:`lockout_clear`), whose result is the same in the no-op case."""
+        ...
+
     # -- latency / error windows (AUTO-3, AUTO-5) ------------------------------------------------
     async def record_sample(
         self, key: str, now: float, *, latency_ms: float, ok: bool, ttft_ms: float | None = None

@@ -18,6 +18,7 @@ from omniroute.state import transitions as t
 from omniroute.state.clock import Clock, SystemClock
 from omniroute.state.records import (
     BreakerRecord,
+    BreakerState,
     Change,
     CooldownRecord,
     LockKey,
@@ -32,6 +33,7 @@ __all__ = ["DEFAULT_WINDOW_SIZE", "MemoryRoutingState"]
 DEFAULT_WINDOW_SIZE = 100
 """Samples kept per candidate latency/error window (STORE-2 "latency/error windows")."""
 
+_CLOSED = BreakerState.CLOSED
 _EMPTY_STATS = WindowStats()  # frozen: one shared instance for every key without samples
 _SWEEP_EVERY = 1024  # expired generic records are purged every N writes so TTL'd keys never pile up
 
@@ -317,6 +319,16 @@ class MemoryRoutingState:
             {i: rc for i in connection_ids if (rc := c.get(i)) is not None} if c else {},
             {k: rl for k in lock_keys if (rl := lk.get(k)) is not None} if lk else {},
         )
+
+    def success_is_noop(self, provider: str, connection_id: str, model: str) -> bool:
+        rb = self._breakers.get(provider)
+        if rb is not None and (rb.failures or rb.state is not _CLOSED):
+            return False
+        rc = self._cooldowns.get(connection_id)
+        if rc is not None and (rc.until or rc.backoff_level or rc.reason):  # cf. cooldown_on_success
+            return False
+        lk = self._lockouts
+        return not lk or LockKey(provider, connection_id, model) not in lk
 
     # -- windows -----------------------------------------------------------------------------
     async def record_sample(

@@ -668,6 +668,9 @@ class RedisRoutingState:
             match["connection"] = connection
         await self._reset("lockout", match)
 
+    def success_is_noop(self, provider: str, connection_id: str, model: str) -> bool:
+        return False  # other replicas write these records: only a read of Redis can tell
+
     # -- latency / error windows (AUTO-3, AUTO-5) ------------------------------------------------
     async def record_sample(
         self, key: str, now: float, *, latency_ms: float, ok: bool, ttft_ms: float | None = None
@@ -1074,6 +1077,10 @@ class ResilientRoutingState:
 
     async def reset_lockouts(self, *, provider: str | None = None, connection: str | None = None) -> None:
         await self._run(lambda s: s.reset_lockouts(provider=provider, connection=connection))
+
+    def success_is_noop(self, provider: str, connection_id: str, model: str) -> bool:
+        # degraded: the local fallback holds the records and can answer; else Redis must be asked
+        return self._degraded and self.fallback.success_is_noop(provider, connection_id, model)
 
     # -- windows, quota ------------------------------------------------------------------------
     async def record_sample(

@@ -134,6 +134,10 @@ class ComboTarget:
     pinned: bool = False
     tags: tuple[str, ...] = ()
     _candidates: tuple[Candidate, ...] = field(init=False, repr=False, compare=False)
+    candidate_keys: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    """:attr:`Candidate.key` of each of :meth:`candidates`."""
+    candidate_rows: tuple[dict[str, Any], ...] = field(init=False, repr=False, compare=False)
+    """The decision's candidate row of each of :meth:`candidates` (OBS-2; read-only, shared)."""
 
     def __post_init__(self) -> None:
         # built once: targets are memoised per registry snapshot and read many times per request
@@ -144,6 +148,12 @@ class ComboTarget:
             for c in self.connections
         )
         object.__setattr__(self, "_candidates", cands)
+        object.__setattr__(self, "candidate_keys", tuple(c.key for c in cands))
+        rows = tuple(
+            {"provider": c.provider.id, "model": c.model.id, "connection": c.connection.id, "step": c.step}
+            for c in cands
+        )
+        object.__setattr__(self, "candidate_rows", rows)
 
     @property
     def model_str(self) -> str:
