@@ -195,11 +195,12 @@ class UpstreamClient:
                 resp = await self._post(req, provider, t)
                 cm.reschedule(start + t.total_s)
                 return resp, await resp.read_now()
-        except TimeoutError:
-            if resp is None:
-                raise _ttft_timeout(provider, t) from None
-            resp.close()
-            raise _body_timeout(provider, t) from None
+        except BaseException as exc:
+            if resp is not None:
+                resp.close()
+            if isinstance(exc, TimeoutError):
+                raise (_ttft_timeout if resp is None else _body_timeout)(provider, t) from None
+            raise
 
     async def _post(self, req: UpstreamRequest, provider: str, t: AttemptTimeouts) -> UpstreamResponse:
         session = self._ensure()

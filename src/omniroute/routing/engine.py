@@ -446,19 +446,19 @@ class Engine:
             t = AttemptTimeouts(t.connect_s, min(t.ttft_s, total), t.idle_s, total)
         up = adapter.build_request(cand, req, stream=req.stream)
         t0 = time.monotonic()
+        if not req.stream:  # headers and body under one timer (RESIL-6 ttft, then total)
+            resp, body = await self.client.fetch(up, provider=cand.provider.id, timeouts=t)
+            if resp.status >= 400:
+                raise adapter.classify_error(resp.status, resp.headers, body, cand)
+            data = adapter.parse_response(body, cand)
+            upstream_ms = (time.monotonic() - t0) * 1000
+            usage = Usage.from_openai(data.get("usage"))
+            return Outcome(data, cand, usage, upstream_ms, headers=resp.headers)
         resp = await self.client.send(up, provider=cand.provider.id, timeouts=t)
         try:
             if resp.status >= 400:
                 body = await resp.read()
                 raise adapter.classify_error(resp.status, resp.headers, body, cand)
-            if not req.stream:
-                body = await resp.read()
-                data = adapter.parse_response(body, cand)
-                upstream_ms = (time.monotonic() - t0) * 1000
-                resp.close()
-                return Outcome(
-                    data, cand, Usage.from_openai(data.get("usage")), upstream_ms, headers=resp.headers
-                )
             return await self._open_stream(cand, req, resp, adapter, t0, t)
         except BaseException:
             resp.close()
