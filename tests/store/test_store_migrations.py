@@ -246,3 +246,21 @@ def test_starting_on_a_new_or_current_database_does_not_import_alembic(tmp_path:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.split() == ["False"]
+
+
+async def test_sqlite_keeps_at_most_a_few_connections_under_a_burst(tmp_path: Path, secret_key: str) -> None:
+    """PERF-5: a burst of concurrent reads queues for the SQLite file's few connections instead of opening
+    more; each connection is a thread with its own page cache that would stay resident for good."""
+    import threading
+
+    from omniroute.store.db import SQLITE_POOL_SIZE
+
+    before = threading.active_count()
+    s = await Store.open(f"sqlite:///{tmp_path}/x.db", secret_key=secret_key)
+    try:
+        await asyncio.gather(*(s.list_exclusions("k", "auto") for _ in range(64)))
+        pool = s.engine.sync_engine.pool
+        assert pool.checkedin() + pool.checkedout() <= SQLITE_POOL_SIZE  # type: ignore[attr-defined]
+        assert threading.active_count() - before <= SQLITE_POOL_SIZE
+    finally:
+        await s.close()
