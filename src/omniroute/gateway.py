@@ -15,7 +15,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from omniroute import bootstrap
 from omniroute.api.deadlines import BodyDeadlines
@@ -34,10 +34,12 @@ from omniroute.routing.resolve import resolve
 from omniroute.simulated import SAMPLE_COMBO, SimulatedFleet
 from omniroute.state.base import RoutingState
 from omniroute.state.memory import MemoryRoutingState
-from omniroute.state.redis import ResilientRoutingState
 from omniroute.store import Store, hash_key
 from omniroute.typing import ProviderAdapter
 from omniroute.values import Candidate, ChatRequest, Usage
+
+if TYPE_CHECKING:  # imported on use: only a gateway with redis_url loads the redis client (PERF-5)
+    from omniroute.state.redis import ResilientRoutingState
 
 log = logging.getLogger("omniroute")
 
@@ -60,9 +62,11 @@ class Gateway:
             )
         )
         # STORE-2: shared routing state in Redis when configured (degrades to local state), else local
-        self.redis_state: ResilientRoutingState | None = (
-            ResilientRoutingState.from_url(config.redis_url) if config.redis_url else None
-        )
+        self.redis_state: ResilientRoutingState | None = None
+        if config.redis_url:
+            from omniroute.state.redis import ResilientRoutingState
+
+            self.redis_state = ResilientRoutingState.from_url(config.redis_url)
         self.state: RoutingState = self.redis_state or MemoryRoutingState()
         self.resilience = bootstrap.build_resilience(config, self.state)
         self.adapters: dict[str, ProviderAdapter] = bootstrap.adapters()

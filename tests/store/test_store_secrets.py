@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -112,3 +114,51 @@ async def test_secret_is_encrypted_in_the_raw_column(store: Store) -> None:
 def test_mask_shows_at_most_the_last_four(secret: str | None, masked: str) -> None:
     """PROV-3: masked secrets keep only a public vendor prefix and at most 4 trailing characters."""
     assert mask(secret) == masked
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        Fernet.generate_key(),
+        b"too-short",
+        b"!" * 44,
+        Fernet.generate_key()[:-2],
+        Fernet.generate_key().replace(b"=", b""),
+        b"A" * 43 + b"=",
+        b"",
+    ],
+)
+def test_key_check_accepts_exactly_what_fernet_accepts(key: bytes) -> None:
+    """Keys are checked without importing ``cryptography`` (PERF-5), to Fernet's own rule."""
+    from omniroute.store.secrets import _is_fernet_key
+
+    try:
+        Fernet(key)
+        fernet_ok = True
+    except ValueError:
+        fernet_ok = False
+    assert _is_fernet_key(key) is fernet_ok
+
+
+def test_generated_keys_are_fernet_keys() -> None:
+    from omniroute.store.secrets import _generate_key
+
+    box = load_secret_box(ephemeral=True)
+    assert box.decrypt(box.encrypt(SECRET)) == SECRET
+    Fernet(_generate_key())
+
+
+def test_cryptography_is_imported_on_the_first_secret_only(tmp_path: Path) -> None:
+    """PERF-5: resolving (even generating) the key file loads no ``cryptography``; encrypting does."""
+    code = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from omniroute.store.secrets import load_secret_box\n"
+        f"box = load_secret_box(sqlite_path=Path({str(tmp_path / 'x.db')!r}))\n"
+        "print('cryptography' in sys.modules)\n"
+        "box.decrypt(box.encrypt('x'))\n"
+        "print('cryptography' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.split() == ["False", "True"]
+    assert (tmp_path / KEY_FILE_NAME).exists()

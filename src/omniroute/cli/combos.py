@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
 from omniroute.cli.common import ConfigOpt, console, err_console, load_or_exit
 from omniroute.config import Config
@@ -120,6 +119,8 @@ def _target_text(t: Any) -> str:
 @app.command("list")
 def list_cmd(config: ConfigOpt = None) -> None:
     """List combos."""
+    from rich.table import Table
+
     table = Table("name", "strategy", "targets", "enabled", "id")
     for c in asyncio.run(_list(_load(config))):
         table.add_row(

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from rich.console import Console
+from typing import TYPE_CHECKING
 
 from omniroute.config import Config
 from omniroute.errors import UpstreamError
 
+if TYPE_CHECKING:
+    from omniroute.cli.common import LazyConsole
 
-async def run_doctor(cfg: Config, console: Console) -> bool:
+
+async def run_doctor(cfg: Config, console: LazyConsole) -> bool:
     """Print one line per check; True when everything passed."""
     from omniroute.gateway import Gateway
 

@@ -7,7 +7,6 @@ import asyncio
 from pathlib import Path
 
 import typer
-from rich.table import Table
 
 from omniroute.cli.common import ConfigOpt, console, load_or_exit
 
@@ -52,6 +51,8 @@ async def _rows(config: Path | None) -> tuple[list[list[str]], list[list[str]]]:
 @providers_app.command("list")
 def providers_list(config: ConfigOpt = None) -> None:
     """Every provider with its format, base URL, model count and whether it has an active connection."""
+    from rich.table import Table
+
     providers, _ = asyncio.run(_rows(config))
     table = Table("provider", "format", "base_url", "models", "connected")
     for row in providers:
@@ -62,6 +63,8 @@ def providers_list(config: ConfigOpt = None) -> None:
 @connections_app.command("list")
 def connections_list(config: ConfigOpt = None) -> None:
     """Every stored connection (config ones included), secrets masked."""
+    from rich.table import Table
+
     _, connections = asyncio.run(_rows(config))
     table = Table("id", "provider", "priority", "active", "secret", "tags")
     for row in connections:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from rich.console import Console
+from typing import TYPE_CHECKING
+
 from rich.table import Table
 
 from omniroute.config import Config
 from omniroute.store import Store
+
+if TYPE_CHECKING:
+    from omniroute.cli.common import LazyConsole
 
 
 async def _open(cfg: Config) -> Store:
@@ -25,7 +29,7 @@ async def create_key(cfg: Config, name: str, allowed: tuple[str, ...], budget_us
         await store.close()
 
 
-async def list_keys(cfg: Config, console: Console) -> None:
+async def list_keys(cfg: Config, console: LazyConsole) -> None:
     store = await _open(cfg)
     try:
         table = Table("id", "name", "prefix", "allowed models", "budget $", "spent $", "revoked")

@@ -56,7 +56,7 @@ def serve(
     if cfg.source_path is not None:
         os.environ["OMNIROUTE_CONFIG"] = str(cfg.source_path)
     os.environ["OMNIROUTE_HOST"], os.environ["OMNIROUTE_PORT"] = cfg.server.host, str(cfg.server.port)
-    console.print(
+    typer.echo(  # plain: the serving process need not load rich for one line (PERF-5)
         f"OmniRoute starting on http://{cfg.server.host}:{cfg.server.port}/v1 "
         f"(config: {cfg.source_path or 'none — simulated providers when nothing is configured'})"
     )

@@ -1,8 +1,12 @@
 """Routing state: the :class:`RoutingState` protocol, its records, the in-process backend (STORE-1) and
 the Redis backends shared by replicas (STORE-2).
 
-Importing this package has no side effects; backends are constructed by the application.
+Importing this package has no side effects; backends are constructed by the application. The Redis
+backends are imported on first use (PEP 562 ``__getattr__``): the ``redis`` client library costs several
+MB of resident memory and a gateway without ``redis_url`` never needs it (PERF-5).
 """
+
+from typing import TYPE_CHECKING, Any
 
 from omniroute.state.base import RoutingState
 from omniroute.state.clock import Clock, FakeClock, SystemClock
@@ -20,7 +24,9 @@ from omniroute.state.records import (
     WindowStats,
     breaker_view,
 )
-from omniroute.state.redis import RedisRoutingState, ResilientRoutingState
+
+if TYPE_CHECKING:
+    from omniroute.state.redis import RedisRoutingState, ResilientRoutingState
 
 __all__ = [
     "BreakerRecord",
@@ -42,3 +48,11 @@ __all__ = [
     "WindowStats",
     "breaker_view",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("RedisRoutingState", "ResilientRoutingState"):
+        from omniroute.state import redis
+
+        return getattr(redis, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

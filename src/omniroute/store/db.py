@@ -20,6 +20,7 @@ from sqlalchemy.pool import StaticPool
 
 __all__ = [
     "SQLITE_BUSY_TIMEOUT_MS",
+    "SQLITE_POOL_SIZE",
     "DatabaseTarget",
     "create_engine",
     "parse_database_url",
@@ -28,6 +29,16 @@ __all__ = [
 
 SQLITE_BUSY_TIMEOUT_MS = 5_000
 """How long a SQLite writer waits for another process's write lock before failing (ms)."""
+
+SQLITE_POOL_SIZE = 3
+"""Most connections one engine keeps to a SQLite file (no overflow beyond it; callers queue for one).
+
+Each aiosqlite connection is a thread with its own SQLite page cache (up to 2 MiB) and C heap, so every
+extra connection stays resident for the life of the process; SQLite runs one writer at a time, so more
+connections add memory, not throughput. Three cover the two batch writers (usage, decisions) plus one
+reader. The SQLAlchemy default (5 kept + 10 overflow) let a burst of concurrent reads — e.g. many
+requests refreshing one expired cache entry at once — grow the process by about 10 MB for good (PERF-5).
+"""
 
 _PG_SCHEMES = {"postgres", "postgresql", "postgresql+asyncpg", "postgresql+psycopg2", "postgresql+psycopg"}
 _SQLITE_SCHEMES = {"sqlite", "sqlite+aiosqlite", "sqlite+pysqlite"}
@@ -146,6 +157,8 @@ def create_engine(target: DatabaseTarget, **kwargs: Any) -> AsyncEngine:
     if target.memory:
         # One shared connection, or every checkout would see a fresh empty database.
         opts["poolclass"] = StaticPool
+    elif target.dialect == "sqlite" and "poolclass" not in kwargs:
+        opts["pool_size"], opts["max_overflow"] = SQLITE_POOL_SIZE, 0
     opts.update(kwargs)
     engine = create_async_engine(target.url, **opts)
     if target.dialect == "sqlite":

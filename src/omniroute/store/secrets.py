@@ -5,18 +5,26 @@ variable, or a generated key file ``secret.key`` (mode 0600) in the data directo
 database, or ``~/.omniroute/`` for other databases. Several comma-separated keys may be given to rotate:
 the first encrypts, every one decrypts (``cryptography``'s ``MultiFernet``). An in-memory SQLite
 database with no configured key gets an ephemeral key (its data dies with the process anyway).
+
+``cryptography`` (several MB of resident memory) is imported on the first encryption or decryption, not
+at start-up: keys are checked and generated with the standard library, to the same rule as
+``Fernet(key)`` (32 bytes in URL-safe base64) and as ``Fernet.generate_key()`` (PERF-5).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import logging
 import os
 import stat
 from pathlib import Path
-
-from cryptography.fernet import Fernet, InvalidToken, MultiFernet
+from typing import TYPE_CHECKING
 
 from omniroute.store.errors import SECRET_KEY_ENV, SecretKeyMismatch
+
+if TYPE_CHECKING:
+    from cryptography.fernet import MultiFernet
 
 __all__ = ["KEY_FILE_NAME", "SecretBox", "key_file_path", "load_secret_box", "mask"]
 
@@ -49,28 +57,61 @@ _GENERATE_HINT = (
 )
 
 
-class SecretBox:
-    """Encrypts and decrypts credentials with one or more Fernet keys (first key encrypts)."""
+_FERNET_KEY_BYTES = 32
 
-    __slots__ = ("_fernet", "source")
+
+def _generate_key() -> bytes:
+    """A new Fernet key: 32 random bytes in URL-safe base64 (what ``Fernet.generate_key()`` returns)."""
+    return base64.urlsafe_b64encode(os.urandom(_FERNET_KEY_BYTES))
+
+
+def _is_fernet_key(key: bytes) -> bool:
+    """Whether ``Fernet(key)`` would accept ``key``: it decodes (URL-safe base64) to exactly 32 bytes."""
+    try:
+        return len(base64.urlsafe_b64decode(key)) == _FERNET_KEY_BYTES
+    except (binascii.Error, ValueError):
+        return False
+
+
+class SecretBox:
+    """Encrypts and decrypts credentials with one or more Fernet keys (first key encrypts).
+
+    The ``MultiFernet`` is built on first use, so a process that never touches a secret never imports
+    ``cryptography``.
+    """
+
+    __slots__ = ("_fernet", "_keys", "source")
 
     def __init__(self, keys: list[bytes], *, source: str) -> None:
         if not keys:
             raise ValueError("at least one secret key is required")
-        self._fernet = MultiFernet([Fernet(k) for k in keys])
+        for k in keys:
+            if not _is_fernet_key(k):
+                raise ValueError("Fernet key must be 32 url-safe base64-encoded bytes.")
+        self._keys = tuple(keys)
+        self._fernet: MultiFernet | None = None
         self.source = source
+
+    def _cipher(self) -> MultiFernet:
+        if self._fernet is None:
+            from cryptography.fernet import Fernet, MultiFernet
+
+            self._fernet = MultiFernet([Fernet(k) for k in self._keys])
+        return self._fernet
 
     def encrypt(self, plaintext: str) -> str:
         """Fernet token (URL-safe base64 text) for ``plaintext``."""
-        return self._fernet.encrypt(plaintext.encode()).decode("ascii")
+        return self._cipher().encrypt(plaintext.encode()).decode("ascii")
 
     def decrypt(self, token: str) -> str:
         """Plaintext of a token written by :meth:`encrypt`.
 
         Raises :class:`SecretKeyMismatch` when no configured key opens it.
         """
+        from cryptography.fernet import InvalidToken
+
         try:
-            return self._fernet.decrypt(token.encode("ascii")).decode()
+            return self._cipher().decrypt(token.encode("ascii")).decode()
         except (InvalidToken, ValueError) as exc:
             raise SecretKeyMismatch(f"key source: {self.source}") from exc
 
@@ -105,12 +146,10 @@ def _parse_keys(raw: str, origin: str) -> list[bytes]:
     if not keys:
         raise ValueError(f"{origin} is empty; {_GENERATE_HINT}")
     for k in keys:
-        try:
-            Fernet(k)
-        except ValueError as exc:
+        if not _is_fernet_key(k):
             raise ValueError(
                 f"{origin} must hold Fernet keys (32 url-safe base64-encoded bytes); {_GENERATE_HINT}"
-            ) from exc
+            )
     return keys
 
 
@@ -121,7 +160,7 @@ def _read_or_create_key_file(path: Path) -> bytes:
             log.warning("secret key file %s is readable by others (mode %o); chmod 600 it", path, mode)
         return path.read_bytes().strip()
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    key = Fernet.generate_key()
+    key = _generate_key()
     # Write a private temp file then hard-link it into place: the link fails if another worker won the
     # race, and no reader ever sees a half-written key.
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -160,7 +199,7 @@ def load_secret_box(
     if env:
         return SecretBox(_parse_keys(env, SECRET_KEY_ENV), source=SECRET_KEY_ENV)
     if ephemeral and data_dir is None:
-        return SecretBox([Fernet.generate_key()], source="ephemeral key (in-memory database)")
+        return SecretBox([_generate_key()], source="ephemeral key (in-memory database)")
     path = key_file_path(sqlite_path=sqlite_path, data_dir=data_dir)
     key = _read_or_create_key_file(path)
     return SecretBox(_parse_keys(key.decode("ascii"), str(path)), source=str(path))

@@ -4,22 +4,31 @@
 ``script_location`` pointing at this package directory, so no ``alembic.ini`` is needed. Concurrent
 starters are serialised: PostgreSQL takes a transaction-scoped advisory lock, SQLite a
 ``BEGIN IMMEDIATE`` write lock, and whoever comes second finds the schema at head and does nothing.
+
+Alembic itself (with Mako and Pygments, about 8 MB of resident memory) is imported only when an existing
+schema must change (PERF-5). :func:`migrate` first reads ``alembic_version`` with plain SQLAlchemy and
+compares it with the newest revision id found in ``versions/*.py``: a database at head is left alone. An
+empty database (no tables at all) gets the head schema from the ORM models (``create_all``, which the
+scripts are tested to match) and is stamped with the head revision — Alembic's own recipe for a new
+database; a database at an older revision is upgraded by Alembic.
 """
 
 from __future__ import annotations
 
+import functools
+import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from sqlalchemy import func, select
+from sqlalchemy import Column, MetaData, PrimaryKeyConstraint, String, Table, func, inspect, select, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.pool import NullPool
 
 from omniroute.store.db import SQLITE_BUSY_TIMEOUT_MS, create_engine, parse_database_url
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 __all__ = ["MIGRATIONS_DIR", "alembic_config", "current_revision", "head_revision", "migrate"]
 
@@ -31,6 +40,8 @@ _PG_MIGRATION_LOCK_ID = 0x0E171_0001
 def alembic_config(url: str | None = None) -> Config:
     """An Alembic :class:`Config` for this package's scripts; ``url`` (any form ``parse_database_url`` takes)
     is only needed when Alembic must connect by itself (e.g. autogenerating a new revision)."""
+    from alembic.config import Config
+
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
     cfg.set_main_option("path_separator", "os")
@@ -41,19 +52,76 @@ def alembic_config(url: str | None = None) -> Config:
 
 
 def head_revision() -> str:
-    """The newest revision id shipped with this package."""
+    """The newest revision id shipped with this package (asks Alembic; see :func:`shipped_head` for the
+    cheap read used at start)."""
+    from alembic.script import ScriptDirectory
+
     head = ScriptDirectory.from_config(alembic_config()).get_current_head()
     if head is None:
         raise RuntimeError("no migration scripts found")
     return head
 
 
+_REVISION_LINE = re.compile(r"^(down_revision|revision)\s*(?::[^=]*)?=\s*(?:[\"']([^\"']+)[\"']|None)", re.M)
+
+
+@functools.cache
+def shipped_head() -> str | None:
+    """The newest revision id in ``versions/*.py``, read as text (no Alembic import): the one revision no
+    other script names as its ``down_revision``. ``None`` when that is ambiguous (several heads, or a
+    script the pattern cannot read); :func:`migrate` then lets Alembic decide."""
+    revisions: set[str] = set()
+    parents: set[str] = set()
+    for script in (MIGRATIONS_DIR / "versions").glob("*.py"):
+        found = dict((m.group(1), m.group(2)) for m in _REVISION_LINE.finditer(script.read_text("utf-8")))
+        if not found.get("revision") or "down_revision" not in found:
+            return None
+        revisions.add(found["revision"])
+        if found["down_revision"]:
+            parents.add(found["down_revision"])
+    heads = revisions - parents
+    return next(iter(heads)) if len(heads) == 1 else None
+
+
+# Alembic's bookkeeping table, as ``alembic upgrade`` creates it (default name and schema).
+_VERSION_TABLE = Table(
+    "alembic_version",
+    MetaData(),
+    Column("version_num", String(32), nullable=False),
+    PrimaryKeyConstraint("version_num", name="alembic_version_pkc"),
+)
+
+
+def _create_fresh(connection: Connection, head: str) -> bool:
+    """On a database with no tables, create the head schema from the models and stamp it ``head``;
+    ``False`` (nothing done) when any table exists."""
+    if inspect(connection).get_table_names():
+        return False
+    from omniroute.store.models import Base
+
+    Base.metadata.create_all(connection)
+    _VERSION_TABLE.create(connection)
+    connection.execute(_VERSION_TABLE.insert().values(version_num=head))
+    return True
+
+
+def _stamped(connection: Connection) -> list[str]:
+    """The rows of ``alembic_version`` (``[]`` for a database Alembic never touched)."""
+    if not inspect(connection).has_table("alembic_version"):
+        return []
+    return [str(r[0]) for r in connection.execute(text("SELECT version_num FROM alembic_version"))]
+
+
 def _upgrade(connection: Connection, cfg: Config) -> None:
+    from alembic import command
+
     cfg.attributes["connection"] = connection
     command.upgrade(cfg, "head")
 
 
 def _current(connection: Connection) -> str | None:
+    from alembic.runtime.migration import MigrationContext
+
     return MigrationContext.configure(connection).get_current_revision()
 
 
@@ -76,8 +144,22 @@ async def migrate(url_or_engine: str | AsyncEngine) -> None:
 MIGRATION_BUSY_TIMEOUT_MS = 60_000  # SQLite: how long a starter waits for another's migration
 
 
+async def _at_head(engine: AsyncEngine) -> bool:
+    """Whether the database is stamped with exactly :func:`shipped_head` (read without a lock: a database
+    at head stays there, and anything else goes through the locked upgrade, which checks again)."""
+    head = shipped_head()
+    if head is None:
+        return False
+    async with engine.connect() as conn:
+        stamped = await conn.run_sync(_stamped)
+        await conn.rollback()
+    return stamped == [head]
+
+
 async def _migrate_engine(engine: AsyncEngine) -> None:
-    cfg = alembic_config()
+    if await _at_head(engine):
+        return
+    head = shipped_head()
     async with engine.connect() as conn:
         if conn.dialect.name == "postgresql":
             await conn.execute(select(func.pg_advisory_xact_lock(_PG_MIGRATION_LOCK_ID)))
@@ -86,7 +168,8 @@ async def _migrate_engine(engine: AsyncEngine) -> None:
             # a starter may wait for another's whole migration, so allow longer than the usual timeout.
             await conn.exec_driver_sql(f"PRAGMA busy_timeout={MIGRATION_BUSY_TIMEOUT_MS}")
             await conn.exec_driver_sql("BEGIN IMMEDIATE")
-        await conn.run_sync(_upgrade, cfg)
+        if head is None or not await conn.run_sync(_create_fresh, head):
+            await conn.run_sync(_upgrade, alembic_config())
         await conn.commit()
         if conn.dialect.name == "sqlite":
             await conn.exec_driver_sql(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
