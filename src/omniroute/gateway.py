@@ -43,7 +43,7 @@ if TYPE_CHECKING:  # imported on use: only a gateway with redis_url loads the re
 
 log = logging.getLogger("omniroute")
 
-DECISIONS_IN_MEMORY = 2_000  # recent decisions served from memory; older ones from the store (OBS-2)
+DECISIONS_IN_MEMORY = 2_000  # decisions not yet stored, served from memory (OBS-2); a bound under backlog
 KEY_MEMO_MAX = 10_000  # plaintext → record cache of valid keys, so a key is hashed once per snapshot
 
 
@@ -296,11 +296,15 @@ class Gateway:
         """A process-unique request id: a random per-process prefix and a counter (no syscall)."""
         return f"req_{self._rid_prefix}{next(self._rid_counter):012x}"
 
-    async def execute(self, req: ChatRequest) -> tuple[Outcome | StreamOutcome, Decision]:
-        """Resolve ``req.model``, order candidates and run the attempt loop (SPEC §4, §5).
+    async def execute(
+        self, req: ChatRequest, decision: Decision | None = None
+    ) -> tuple[Outcome | StreamOutcome, Decision]:
+        """Resolve ``req.model``, order candidates and run the attempt loop (SPEC §4, §5), recording
+        into ``decision`` (a new one when ``None``; pass your own to keep it when this raises).
 
         Returns the outcome and the decision; raises a :class:`~omniroute.errors.GatewayError`."""
-        decision = Decision(request_id=req.request_id, requested_model=req.model)
+        if decision is None:
+            decision = Decision(request_id=req.request_id, requested_model=req.model)
         plan = resolve(self.registry, req.model)
         decision.route = plan.route
         if is_multi_call(plan.combo):  # fusion / pipeline call several models (COMBO-5, COMBO-6)
@@ -324,7 +328,8 @@ class Gateway:
         return out, decision
 
     def remember(self, decision: Decision) -> None:
-        """Keep the decision for ``GET /api/routing/decisions/{id}`` (OBS-2)."""
+        """Queue the decision for the store and keep it in memory until it is stored, so
+        ``GET /api/routing/decisions/{id}`` finds it at once (OBS-2)."""
         self.decisions[decision.request_id] = decision
         if len(self.decisions) > DECISIONS_IN_MEMORY:
             self.decisions.popitem(last=False)
@@ -332,6 +337,8 @@ class Gateway:
             self.decision_writer.put(decision)
 
     async def get_decision(self, request_id: str) -> dict[str, Any] | None:
+        """The decision of ``request_id`` as JSON (OBS-2): from memory while it waits to be stored,
+        else from the store; ``None`` when unknown."""
         d = self.decisions.get(request_id)
         if d is not None:
             return d.to_dict()
@@ -393,9 +400,14 @@ class Gateway:
                 rec["spent_usd"] = float(rec.get("spent_usd") or 0) + cost
 
     async def _write_decisions(self, batch: list[Decision]) -> None:
-        """Decision sink: serialised here, off the request path (OBS-2)."""
+        """Decision sink: serialised here, off the request path (OBS-2). Stored decisions leave
+        memory: an auto decision with its 50 scored candidates holds tens of kB (PERF-5)."""
         assert self.store is not None
         await self.store.save_decisions([(d.request_id, d.ts, d.to_dict()) for d in batch])
+        held = self.decisions
+        for d in batch:
+            if held.get(d.request_id) is d:
+                del held[d.request_id]
 
     async def _write_usage(self, rows: list[dict[str, Any]]) -> None:
         """Usage sink: one batch insert, then each key's spend added once per batch (API-8 budgets)."""

@@ -56,6 +56,25 @@ def test_decision_and_usage_row_are_recorded(gateway: GatewayThread) -> None:
     assert httpx.get(f"{gateway.url}/api/routing/decisions/nope", timeout=5).status_code == 404
 
 
+def test_stored_decisions_leave_memory_and_are_still_served_in_full(gateway: GatewayThread) -> None:
+    """OBS-2/PERF-5: once the writer has stored a decision it is no longer held in memory, and
+    ``GET /api/routing/decisions/{id}`` returns the same full decision from the store."""
+    import time
+
+    c = openai.OpenAI(base_url=gateway.base_url, api_key="x", max_retries=0)
+    rid = c.chat.completions.with_raw_response.create(
+        model="local-o/model-o", messages=[{"role": "user", "content": "x"}]
+    ).headers["x-request-id"]
+    first = httpx.get(f"{gateway.url}/api/routing/decisions/{rid}", timeout=5).json()
+    deadline = time.monotonic() + 10
+    while rid in gateway.gateway.decisions:  # the writer flushes every 0.25 s
+        assert time.monotonic() < deadline, "decision never left memory"
+        time.sleep(0.05)
+    stored = httpx.get(f"{gateway.url}/api/routing/decisions/{rid}", timeout=5).json()
+    assert stored == first
+    assert stored["served"] == "local-o/model-o@o1" and stored["attempts"][0]["status"] == 200
+
+
 def test_embeddings_route_to_provider(gateway: GatewayThread) -> None:
     """API-5: embeddings through the gateway, with the routing headers."""
     c = openai.OpenAI(base_url=gateway.base_url, api_key="x", max_retries=0)

@@ -94,20 +94,20 @@ async def run_chat(
     Streaming requests watch for the client's disconnect from the start: a disconnect cancels the
     upstream attempt (before or after commit) at once, nothing is retried, and the usage row is
     recorded with status 499 (RESIL-9)."""
+    decision = Decision(req.request_id, req.model)
     if not req.stream:
-        await _run(gw, req, surface, send, t0)
+        await _run(gw, req, surface, send, t0, decision)
         return
     task = asyncio.current_task()
     assert task is not None
     watcher = asyncio.get_running_loop().create_task(_watch_disconnect(receive, task))
     committed: list[StreamOutcome] = []
     try:
-        await _run(gw, req, surface, send, t0, committed)
+        await _run(gw, req, surface, send, t0, decision, committed)
     except asyncio.CancelledError:
         if not (watcher.done() and not watcher.cancelled() and watcher.result()):
             raise
         task.uncancel()
-        decision = gw.decisions.get(req.request_id) or Decision(req.request_id, req.model)
         so = committed[0] if committed else None
         if so is not None:
             await so.finalize(None, abandoned=True)
@@ -132,12 +132,12 @@ async def _run(
     surface: Surface,
     send: Send,
     t0: float,
+    decision: Decision,
     committed: list[StreamOutcome] | None = None,
 ) -> None:
     try:
-        outcome, decision = await gw.execute(req)
+        outcome, _ = await gw.execute(req, decision)
     except GatewayError as err:
-        decision = gw.decisions.get(req.request_id) or Decision(req.request_id, req.model)
         gw.record_usage(
             req,
             decision,
