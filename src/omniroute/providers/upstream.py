@@ -95,29 +95,45 @@ class UpstreamResponse:
                 while True:
                     chunk = await content.readany()
                     if not chunk:
-                        if tail:  # a last line without its newline
-                            self._parse_line(tail.rstrip(b"\r"), data)
+                        for line in tail.split(b"\n") if tail else ():  # last lines without a newline
+                            line = line.rstrip(b"\r")
+                            if line.startswith(b"event:"):
+                                event = line[6:].strip().decode("utf-8", "replace")
+                            elif line[:1] != b":":
+                                self._parse_line(line, data)
                         if data:
                             yield [(event, b"\n".join(data))]
                         return
-                    lines = (tail + chunk).split(b"\n") if tail else chunk.split(b"\n")
-                    tail = lines.pop()
+                    buf = tail + chunk if tail else chunk
                     batch: list[tuple[str, bytes]] = []
                     alive = False
-                    for line in lines:
-                        if line[-1:] == b"\r":
-                            line = line[:-1]
-                        if not line:
-                            if data:
-                                batch.append((event, b"\n".join(data)))
-                                event, data = "", []
-                            continue
-                        if line[:1] == b":":
-                            alive = True  # comment / heartbeat: the upstream is alive
-                        elif line.startswith(b"event:"):
-                            event = line[6:].strip().decode("utf-8", "replace")
-                        else:
-                            self._parse_line(line, data)
+                    if not data and not event and b"\r" not in buf:
+                        # Whole events at once: split on the blank line ending each; the usual
+                        # one-line ``data: …`` event needs no line parsing at all.
+                        blocks = buf.split(b"\n\n")
+                        tail = blocks.pop()
+                        for block in blocks:
+                            if block[:6] == b"data: " and b"\n" not in block:
+                                batch.append(("", block[6:]))
+                            elif block:
+                                alive = self._block(block, batch) or alive
+                    else:
+                        lines = buf.split(b"\n")
+                        tail = lines.pop()
+                        for line in lines:
+                            if line[-1:] == b"\r":
+                                line = line[:-1]
+                            if not line:
+                                if data:
+                                    batch.append((event, b"\n".join(data)))
+                                    event, data = "", []
+                                continue
+                            if line[:1] == b":":
+                                alive = True  # comment / heartbeat: the upstream is alive
+                            elif line.startswith(b"event:"):
+                                event = line[6:].strip().decode("utf-8", "replace")
+                            else:
+                                self._parse_line(line, data)
                     if batch or alive:
                         got_any = got_any or bool(batch)
                         cm.reschedule(loop.time() + idle)
@@ -133,6 +149,26 @@ class UpstreamResponse:
             raise StreamBroken(
                 f"{self.provider}: stream connection lost ({exc.__class__.__name__})", provider=self.provider
             ) from None
+
+    @classmethod
+    def _block(cls, block: bytes, batch: list[tuple[str, bytes]]) -> bool:
+        """One complete event (its lines, no blank line) into ``batch``; True when it holds a
+        comment (a heartbeat: the upstream is alive)."""
+        event = ""
+        data: list[bytes] = []
+        alive = False
+        for line in block.split(b"\n"):
+            if not line:
+                continue
+            if line[:1] == b":":
+                alive = True
+            elif line.startswith(b"event:"):
+                event = line[6:].strip().decode("utf-8", "replace")
+            else:
+                cls._parse_line(line, data)
+        if data:
+            batch.append((event, b"\n".join(data)))
+        return alive
 
     @staticmethod
     def _parse_line(line: bytes, data: list[bytes]) -> None:
