@@ -15,6 +15,7 @@ database; a database at an older revision is upgraded by Alembic.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import re
 from pathlib import Path
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import Column, MetaData, PrimaryKeyConstraint, String, Table, func, inspect, select, text
 from sqlalchemy.engine import Connection
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.pool import NullPool
 
@@ -156,7 +158,28 @@ async def _at_head(engine: AsyncEngine) -> bool:
     return stamped == [head]
 
 
+SQLITE_LOCKED_RETRIES = 20  # SQLite: attempts when a concurrent starter's lock makes a connect fail
+
+
 async def _migrate_engine(engine: AsyncEngine) -> None:
+    """Migrate under the lock; on SQLite, retry while another starter holds the new database.
+
+    Two processes opening one new SQLite file at once can meet SQLite's lock-upgrade deadlock: the
+    second's ``PRAGMA journal_mode=WAL`` (on connect) needs the file exclusively while the first
+    holds its write lock, and SQLite answers "database is locked" at once instead of waiting. The
+    second tries again shortly and then finds the schema at head (STORE-2)."""
+    for attempt in range(SQLITE_LOCKED_RETRIES):
+        try:
+            await _migrate_once(engine)
+            return
+        except OperationalError as exc:
+            locked = engine.dialect.name == "sqlite" and "database is locked" in str(exc)
+            if not locked or attempt == SQLITE_LOCKED_RETRIES - 1:
+                raise
+            await asyncio.sleep(0.05 * (attempt + 1))
+
+
+async def _migrate_once(engine: AsyncEngine) -> None:
     if await _at_head(engine):
         return
     head = shipped_head()

@@ -171,8 +171,9 @@ class UsageRepo(RepoBase):
 
     # routing decisions ---------------------------------------------------------------------------
 
-    async def save_decisions(self, items: Iterable[tuple[str, float, dict[str, Any]]]) -> None:
-        """Persist ``(request_id, ts epoch s, decision JSON)`` items in one transaction (OBS-2).
+    async def save_decisions(self, items: Iterable[tuple[str, float, dict[str, Any] | bytes]]) -> None:
+        """Persist ``(request_id, ts epoch s, decision as a dict or serialised JSON)`` items in one
+        transaction (OBS-2).
 
         A decision saved again for the same request id replaces the old one.
         """
