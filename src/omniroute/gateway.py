@@ -28,7 +28,7 @@ from omniroute.observe.batch import BatchWriter
 from omniroute.observe.metrics import Metrics
 from omniroute.providers.catalog import Catalog
 from omniroute.providers.upstream import AttemptTimeouts, UpstreamClient
-from omniroute.routing.decision import Decision
+from omniroute.routing.decision import Decision, expand_stored
 from omniroute.routing.engine import Engine, Outcome, RetrySettings, StreamOutcome
 from omniroute.routing.multicall import execute_multi_call, is_multi_call
 from omniroute.routing.plan import Planner
@@ -348,7 +348,8 @@ class Gateway:
         if d is not None:
             return d.to_dict()
         assert self.store is not None
-        return await self.store.get_decision(request_id)
+        stored = await self.store.get_decision(request_id)
+        return expand_stored(stored) if stored is not None else None
 
     def record_usage(
         self,
@@ -413,7 +414,7 @@ class Gateway:
         items: list[tuple[str, float, bytes]] = []
         work = 0
         for d in batch:
-            items.append((d.request_id, d.ts, orjson.dumps(d.to_dict(), option=orjson.OPT_NON_STR_KEYS)))
+            items.append((d.request_id, d.ts, orjson.dumps(d.to_stored(), option=orjson.OPT_NON_STR_KEYS)))
             work += d.candidate_count + 4
             if work >= SERIALISE_SLICE:
                 work = 0

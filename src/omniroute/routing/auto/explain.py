@@ -15,7 +15,46 @@ from omniroute.routing.auto.routers import RouterDecision
 from omniroute.routing.decision import Decision
 from omniroute.values import Candidate
 
-__all__ = ["candidate_row", "fill_decision"]
+__all__ = ["PACKED_COLUMNS", "candidate_row", "fill_decision"]
+
+PACKED_COLUMNS = (
+    "provider",
+    "model",
+    "connection",
+    "key",
+    "role",
+    "score",
+    "factors",
+    "cost_per_1m",
+    "p95_ms",
+    "stddev_ms",
+    "error_rate",
+    "breaker",
+    "measured",
+    "excluded",
+)
+"""Column order of an auto candidate row in a stored decision (:func:`packed_row`)."""
+
+
+def packed_row(c: sc.CandidateInputs, role: str, excluded: str | None = None) -> list[Any]:
+    """:func:`candidate_row` as values in :data:`PACKED_COLUMNS` order (factors as a list)."""
+    cand = c.cand
+    return [
+        cand.provider.id,
+        cand.model.id,
+        cand.connection.id,
+        c.key,
+        role,
+        c.score,
+        list(c.factors),
+        c.cost,
+        c.p95_ms,
+        c.stddev_ms,
+        c.error_rate,
+        c.breaker,
+        c.measured,
+        excluded,
+    ]
 
 
 def candidate_row(c: sc.CandidateInputs, role: str) -> dict[str, Any]:
@@ -65,10 +104,24 @@ def fill_decision(
         out += [{**row(c, "excluded"), "excluded": dropped[c.key]} for c in inputs if c.key in dropped]
         return out
 
+    def packed() -> dict[str, Any]:
+        out = [packed_row(ranked[i], "pick" if n == 0 else "fallback") for n, i in enumerate(order)]
+        if probe_key is not None:
+            for r in out:
+                if r[3] == probe_key:
+                    r[4] = "probe"
+        out += [packed_row(c, "excluded", dropped[c.key]) for c in inputs if c.key in dropped]
+        return {
+            "columns": PACKED_COLUMNS,
+            "rows": out,
+            "nested": {"factors": sc.FACTORS},
+            "optional": ["excluded"],
+        }
+
     # The rows (16 factors per candidate) are built when the decision is read or stored, off the
     # request path; every value they read is final here.
     n_dropped = sum(1 for c in inputs if c.key in dropped) if dropped else 0
-    decision.defer_candidates(len(order) + n_dropped, rows)
+    decision.defer_candidates(len(order) + n_dropped, rows, packed)
     decision.extra["auto"] = info
     decision.extra["incident_mode"] = info.get("incident_mode", False)
     decision.extra["exploration"] = explored
