@@ -47,8 +47,11 @@ if TYPE_CHECKING:  # imported on use: only a gateway with redis_url loads the re
 log = logging.getLogger("omniroute")
 
 DECISIONS_IN_MEMORY = 2_000  # decisions not yet stored, served from memory (OBS-2); a bound under backlog
-SERIALISE_SLICE = 64
-"""Candidate rows serialised between two yields to the event loop when decisions are stored."""
+SERIALISE_SLICE_S = 0.002
+"""Longest stretch (s) of decision serialisation before the writer yields to the event loop."""
+DECISION_BACKLOG = 20_000
+"""Decisions queued for the store at most; past it the oldest are dropped with a logged count
+(a decision is a diagnostic record; usage rows, which carry spend, keep the writer's larger bound)."""
 KEY_MEMO_MAX = 10_000  # plaintext → record cache of valid keys, so a key is hashed once per snapshot
 
 
@@ -126,7 +129,9 @@ class Gateway:
             await self.redis_state.ready()
         self.usage = BatchWriter(self._write_usage, name="usage")
         self.usage.start()
-        self.decision_writer = BatchWriter(self._write_decisions, name="decisions")
+        self.decision_writer = BatchWriter(
+            self._write_decisions, name="decisions", max_pending=DECISION_BACKLOG
+        )
         self.decision_writer.start()
 
     def _check_config_references(self) -> None:
@@ -406,19 +411,19 @@ class Gateway:
                 rec["spent_usd"] = float(rec.get("spent_usd") or 0) + cost
 
     async def _write_decisions(self, batch: list[Decision]) -> None:
-        """Decision sink: serialised here, off the request path (OBS-2), a few candidates' worth
-        at a time, so a burst of auto decisions (50 scored candidates each, ~0.2 ms to serialise)
-        never holds the event loop for long (PERF-1 p99). Stored decisions leave memory: an auto
-        decision holds tens of kB (PERF-5)."""
+        """Decision sink: serialised here, off the request path (OBS-2), in stretches of at most
+        :data:`SERIALISE_SLICE_S` between yields to the event loop, so a burst of auto decisions
+        (50 scored candidates each) never holds requests up for long (PERF-1 p99) while the writer
+        still gets its share under load. Stored decisions leave memory (PERF-5)."""
         assert self.store is not None
         items: list[tuple[str, float, bytes]] = []
-        work = 0
+        clock = time.perf_counter
+        started = clock()
         for d in batch:
             items.append((d.request_id, d.ts, orjson.dumps(d.to_stored(), option=orjson.OPT_NON_STR_KEYS)))
-            work += d.candidate_count + 4
-            if work >= SERIALISE_SLICE:
-                work = 0
+            if clock() - started > SERIALISE_SLICE_S:
                 await asyncio.sleep(0)
+                started = clock()
         await self.store.save_decisions(items)
         held = self.decisions
         for d in batch:

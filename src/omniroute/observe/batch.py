@@ -46,6 +46,12 @@ class BatchWriter(Generic[T]):
         """Queue one row; O(1), never blocks (hot path)."""
         if len(self._pending) == self._pending.maxlen:
             self.dropped += 1
+            if self.dropped == 1 or self.dropped % 10_000 == 0:
+                log.warning(
+                    "%s writer: the store is behind; %d oldest queued rows dropped so far",
+                    self._name,
+                    self.dropped,
+                )
         self._pending.append(row)
         if len(self._pending) >= self._max_batch:
             self._wake.set()
