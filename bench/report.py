@@ -26,7 +26,7 @@ USAGE = """\
 
 ```bash
 python3 -m venv .venv && .venv/bin/pip install -e '.[bench]'   # matplotlib, pytest-benchmark
-.venv/bin/python -m bench run                  # the full run below (≈ 18 min): JSON + this file + chart
+.venv/bin/python -m bench run                  # the full run below (≈ 10–20 min): JSON + this file + chart
 .venv/bin/python -m bench run --quick          # 2 s cells, 1 repetition, short soak; docs untouched
 .venv/bin/python -m bench smoke                # seconds; checks the harness end to end (CI)
 .venv/bin/python -m bench soak                 # 200,000 requests, RSS every second; exit 1 if > +10 %
