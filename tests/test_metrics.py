@@ -47,3 +47,17 @@ def test_unlabelled_overhead_histogram_is_exported_before_any_request() -> None:
     text = Metrics().render({}).decode()
     assert 'omniroute_gateway_overhead_seconds_bucket{le="+Inf"} 0.0' in text
     assert "omniroute_gateway_overhead_seconds_count 0.0" in text
+
+
+def test_client_chosen_label_values_cannot_grow_the_metrics_without_bound() -> None:
+    """PERF-5/OBS-3: past MAX_SERIES label combinations, new ones are counted under ``_other``."""
+    from omniroute.observe.metrics import MAX_SERIES
+
+    m = Metrics()
+    for i in range(MAX_SERIES + 500):
+        m.tokens.inc(("p", f"model-{i}", "input"), 1)
+        m.ttft.observe((f"p{i}",), 0.01)
+    assert len(m.tokens.values) == MAX_SERIES + 1 and len(m.ttft.series) == MAX_SERIES + 1
+    assert m.tokens.values[("_other", "_other", "_other")] == 500
+    text = m.render({}).decode()
+    assert 'omniroute_tokens_total{direction="_other",model="_other",provider="_other"} 500.0' in text

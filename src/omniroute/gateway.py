@@ -52,6 +52,8 @@ SERIALISE_SLICE_S = 0.002
 DECISION_BACKLOG = 20_000
 """Decisions queued for the store at most; past it the oldest are dropped with a logged count
 (a decision is a diagnostic record; usage rows, which carry spend, keep the writer's larger bound)."""
+MAX_REQUEST_ID = 128
+_REQUEST_ID_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:-")
 KEY_MEMO_MAX = 10_000  # plaintext → record cache of valid keys, so a key is hashed once per snapshot
 
 
@@ -302,6 +304,15 @@ class Gateway:
             raise BudgetExceeded(f"This API key has spent its budget of ${float(budget):.2f}.")
 
     # -- requests ----------------------------------------------------------------------------
+    def request_id_for(self, headers: Mapping[str, str]) -> str:
+        """The client's ``X-Request-Id`` when it is a usable id — at most 128 characters of
+        ``A-Z a-z 0-9 . _ : -`` — else a new one (API-7). Ids are echoed in headers, stored and
+        looked up in ``/api/routing/decisions/{id}``, so anything else is replaced."""
+        rid = headers.get("x-request-id")
+        if rid and len(rid) <= MAX_REQUEST_ID and _REQUEST_ID_CHARS.issuperset(rid):
+            return rid
+        return self.new_request_id()
+
     def new_request_id(self) -> str:
         """A process-unique request id: a random per-process prefix and a counter (no syscall)."""
         return f"req_{self._rid_prefix}{next(self._rid_counter):012x}"

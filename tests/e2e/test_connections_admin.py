@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import httpx
+import pytest
 
 from omniroute.testing import FakeProviderThread
 from omniroute.testing.gateway import GatewayThread
@@ -59,3 +60,17 @@ def test_replacing_a_secret_clears_invalid_credentials(
     assert api.put("/api/connections/o1", json={"api_key": "sk-new"}).status_code == 200
     assert "o1" not in api.get("/api/resilience").json()["invalid"]
     assert chat(gateway, "local-o/model-o").status_code == 200
+
+
+@pytest.mark.parametrize("status", [401, 403])
+def test_an_upstream_auth_failure_is_a_503_not_the_clients_auth_error(
+    gateway: GatewayThread, fakes: dict[str, FakeProviderThread], status: int
+) -> None:
+    """RESIL-7: the upstream rejecting the gateway's own connection key is not the client's 401/403
+    (SDKs would raise an authentication error at the client): the exhaustion error is a 503."""
+    r = chat(gateway, f"local-o/model-o+fail-{status}")
+    assert r.status_code == 503, r.text
+    err = r.json()["error"]
+    assert err["code"] == "fallback_exhausted" and err["type"] == "server_error"
+    assert r.json()["diagnostics"]["attempted"][0]["status"] == status
+    httpx.post(f"{gateway.url}/api/resilience/reset", json={}, timeout=10)

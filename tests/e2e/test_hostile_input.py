@@ -370,3 +370,29 @@ def test_a_body_that_stops_arriving_is_a_408_and_other_requests_go_on(
         gateway.gateway.body_deadlines.timeout_s = 30.0
     assert reply.startswith(b"HTTP/1.1 408"), reply[:200]
     assert b"did not arrive" in reply
+
+
+@pytest.mark.parametrize("bad", ["x" * 129, "a b/../c", "id\u00fc", "a/b"])
+def test_an_unusable_client_request_id_is_replaced_by_the_gateways_own(
+    gateway: GatewayThread, bad: str
+) -> None:
+    """API-7/OBS-2: the request id is echoed, stored and used in a URL path, so a client id that is
+    too long or has other characters than ``A-Za-z0-9._:-`` is replaced; a good one is kept."""
+    body = {"model": "local-o/model-o", "messages": [{"role": "user", "content": "x"}]}
+    r = httpx.post(
+        f"{gateway.url}/v1/chat/completions",
+        json=body,
+        headers={"x-request-id": bad.encode()},
+        timeout=10,
+    )
+    assert r.status_code == 200
+    rid = r.headers["x-request-id"]
+    assert rid != bad and rid.startswith("req_")
+    assert httpx.get(f"{gateway.url}/api/routing/decisions/{rid}", timeout=10).status_code == 200
+    good = httpx.post(
+        f"{gateway.url}/v1/chat/completions",
+        json=body,
+        headers={"x-request-id": "trace-42.a:b_c"},
+        timeout=10,
+    )
+    assert good.headers["x-request-id"] == "trace-42.a:b_c"

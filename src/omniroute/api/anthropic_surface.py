@@ -65,7 +65,7 @@ async def messages(gw: Gateway, scope: Scope, receive: Receive, send: Send) -> N
     """``POST /v1/messages`` (API-3)."""
     t0 = time.perf_counter()
     headers = header_map(scope)
-    req_id = headers.get("x-request-id") or gw.new_request_id()
+    req_id = gw.request_id_for(headers)
     try:
         key, raw = await _read(gw, headers, receive)
         body = parse_json_object(raw, headers.get("content-type"))
@@ -113,7 +113,7 @@ async def count_tokens(gw: Gateway, scope: Scope, receive: Receive, send: Send) 
     """``POST /v1/messages/count_tokens`` → ``{"input_tokens": N}`` from the local estimate; the body
     is validated as for ``/v1/messages`` and an unknown model is a 404 naming ``model``."""
     headers = header_map(scope)
-    req_id = headers.get("x-request-id") or gw.new_request_id()
+    req_id = gw.request_id_for(headers)
     try:
         key, raw = await _read(gw, headers, receive)
         body = parse_json_object(raw, headers.get("content-type"))

@@ -82,7 +82,7 @@ async def embeddings(gw: Gateway, scope: Scope, receive: Receive, send: Send) ->
     """Forward an embeddings request to the first healthy candidate; fall back on failure."""
     t0 = time.perf_counter()
     headers = header_map(scope)
-    req_id = headers.get("x-request-id") or gw.new_request_id()
+    req_id = gw.request_id_for(headers)
     try:
         key = gw.authenticate(headers)
         body = parse_json_object(

@@ -120,7 +120,7 @@ async def handle(gw: Gateway, scope: Scope, receive: Receive, send: Send) -> Non
     key_param = query_map(scope).get("key")
     if key_param and "x-goog-api-key" not in headers:
         headers["x-goog-api-key"] = key_param
-    req_id = headers.get("x-request-id") or gw.new_request_id()
+    req_id = gw.request_id_for(headers)
     try:
         key = gw.authenticate(headers, allow_x_api_key=True)
         raw = await read_body(receive, gw.max_body_bytes, headers.get("content-length"), gw.body_deadlines)

@@ -102,7 +102,7 @@ async def chat_completions(gw: Gateway, scope: Scope, receive: Receive, send: Se
     """``POST /v1/chat/completions`` (API-1)."""
     t0 = time.perf_counter()
     headers = header_map(scope)
-    req_id = headers.get("x-request-id") or gw.new_request_id()
+    req_id = gw.request_id_for(headers)
     req: ChatRequest | None = None
     try:
         key = gw.authenticate(headers)

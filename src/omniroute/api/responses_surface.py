@@ -107,7 +107,7 @@ async def responses(gw: Gateway, scope: Scope, receive: Receive, send: Send) -> 
     """``POST /v1/responses`` (API-4)."""
     t0 = time.perf_counter()
     headers = header_map(scope)
-    req_id = headers.get("x-request-id") or gw.new_request_id()
+    req_id = gw.request_id_for(headers)
     try:
         key = gw.authenticate(headers)
         raw = await read_body(receive, gw.max_body_bytes, headers.get("content-length"), gw.body_deadlines)

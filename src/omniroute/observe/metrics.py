@@ -30,6 +30,16 @@ BREAKER_VALUES = {"CLOSED": 0, "HALF_OPEN": 1, "OPEN": 2}
 
 Labels = tuple[str, ...]
 
+MAX_SERIES = 2_000
+"""Label combinations kept per metric; later new ones are counted under ``OVERFLOW_LABEL``. Model ids
+come from clients (any ``provider/<name>`` is routed), so an unbounded label set would let them grow
+``/metrics`` and the process without limit (PERF-5)."""
+OVERFLOW_LABEL = "_other"
+
+
+def _overflow(labels: Labels) -> Labels:
+    return (OVERFLOW_LABEL,) * len(labels)
+
 
 class _Counter:
     """A counter family: value per label tuple."""
@@ -41,7 +51,10 @@ class _Counter:
         self.values: dict[Labels, float] = {}
 
     def inc(self, labels: Labels, amount: float = 1.0) -> None:
-        self.values[labels] = self.values.get(labels, 0.0) + amount
+        values = self.values
+        if labels not in values and len(values) >= MAX_SERIES:
+            labels = _overflow(labels)
+        values[labels] = values.get(labels, 0.0) + amount
 
     def family(self) -> Metric:
         fam = CounterMetricFamily(self.name, self.doc, labels=self.labelnames)
@@ -66,7 +79,11 @@ class _Histogram:
     def observe(self, labels: Labels, value: float) -> None:
         s = self.series.get(labels)
         if s is None:
-            s = self.series[labels] = ([0] * (len(self.bounds) + 1), [0.0])
+            if len(self.series) >= MAX_SERIES:
+                labels = _overflow(labels)
+                s = self.series.get(labels)
+            if s is None:
+                s = self.series[labels] = ([0] * (len(self.bounds) + 1), [0.0])
         s[0][bisect_left(self.bounds, value)] += 1  # le is inclusive: value == bound counts in it
         s[1][0] += value
 

@@ -197,6 +197,9 @@ def is_content_chunk(ch: Mapping[str, Any]) -> bool:
 
 
 _TRANSIENT = (ServerError, ConnectionFailed, StreamBroken)
+# An upstream 401/403/407 is about the gateway's own connection credentials, not the client's key:
+# passing it on would make SDKs raise an authentication error at the client (RESIL-7: else 503).
+_GATEWAY_CREDS = frozenset({401, 403, 407})
 MAX_INLINE_WAIT_S = 2.0  # longest upstream hint waited out in-request on the last candidate (RESIL-6)
 
 
@@ -532,7 +535,7 @@ class Engine:
                 status = 504
             elif all(isinstance(e, ConnectionFailed) for e in errors):
                 status = 502
-            elif len(statuses) == 1 and 400 <= next(iter(statuses)) < 500:
+            elif len(statuses) == 1 and 400 <= next(iter(statuses)) < 500 and not statuses & _GATEWAY_CREDS:
                 status = next(iter(statuses))  # one meaningful client-side status, e.g. 404 or 402
             else:
                 status = 503
