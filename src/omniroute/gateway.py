@@ -8,6 +8,7 @@ reaches it through the ASGI app.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fnmatch
 import itertools
 import logging
@@ -54,6 +55,9 @@ DECISION_BACKLOG = 20_000
 (a decision is a diagnostic record; usage rows, which carry spend, keep the writer's larger bound)."""
 MAX_REQUEST_ID = 128
 _REQUEST_ID_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:-")
+STORE_POLL_S = 2.0
+"""How often (s) a running gateway checks the store for changes written by another process (the CLI,
+another replica) and rebuilds its snapshot; bounds how long a key revoked from the CLI keeps working."""
 KEY_MEMO_MAX = 10_000  # plaintext → record cache of valid keys, so a key is hashed once per snapshot
 
 
@@ -106,6 +110,8 @@ class Gateway:
         self.started_at = time.time()
         self.metrics = Metrics()
         self.body_deadlines = BodyDeadlines()  # 408 for request bodies that stop arriving
+        self._fingerprint: tuple[Any, ...] | None = None  # store fingerprint the snapshot was built from
+        self._store_watch: asyncio.Task[None] | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
@@ -135,6 +141,40 @@ class Gateway:
             self._write_decisions, name="decisions", max_pending=DECISION_BACKLOG
         )
         self.decision_writer.start()
+        self._store_watch = asyncio.create_task(self._watch_store(), name="store-watch")
+
+    async def _watch_store(self) -> None:
+        """Every :data:`STORE_POLL_S` seconds, rebuild the snapshot when the store's fingerprint differs
+        from the one the snapshot was built from, so writes by another process (``omniroute keys
+        revoke``) take effect without a restart. A failed poll (database locked or unreachable) is
+        logged and retried on the next tick; it never ends the task."""
+        failing = False  # warn once per outage, then debug, so a down database does not flood the log
+        while True:
+            await asyncio.sleep(STORE_POLL_S)
+            try:
+                await self._refresh_if_changed()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.log(
+                    logging.DEBUG if failing else logging.WARNING,
+                    "store watch: check failed, retrying every %.0fs: %s",
+                    STORE_POLL_S,
+                    exc,
+                )
+                failing = True
+            else:
+                failing = False
+
+    async def _refresh_if_changed(self) -> bool:
+        """Rebuild the snapshot when the store fingerprint changed since the last build; ``True`` if so."""
+        assert self.store is not None
+        fp = await self.store.snapshot_fingerprint()
+        if fp == self._fingerprint:
+            return False
+        log.info("store changed outside this process: refreshing the routing snapshot")
+        await self.refresh()
+        return True
 
     def _check_config_references(self) -> None:
         """Checks the config schema cannot make (OPS-2): every connection names a known provider and
@@ -166,6 +206,11 @@ class Gateway:
     async def stop(self) -> None:
         """Flush usage and decisions (nothing lost), close the upstream client, the simulated fleet and
         the store."""
+        if self._store_watch is not None:
+            self._store_watch.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._store_watch
+            self._store_watch = None
         if self.usage is not None:
             await self.usage.stop()
         if self.decision_writer is not None:
@@ -179,8 +224,11 @@ class Gateway:
             await self.store.close()
 
     async def refresh(self) -> None:
-        """Rebuild the in-memory routing snapshot from the store (after any management edit)."""
+        """Rebuild the in-memory routing snapshot from the store (after any management edit, and when
+        the store watch sees another process's write) and record the store fingerprint it reflects."""
         assert self.store is not None
+        # read first: a write landing during the rebuild then shows as a change on the next poll
+        fingerprint = await self.store.snapshot_fingerprint()
         self.catalog = bootstrap.build_catalog(
             self.config, await self.store.list_provider_nodes(), self.simulated
         )
@@ -201,6 +249,7 @@ class Gateway:
         self.keys_by_hash = {k["key_hash"]: k for k in await self.store.api_keys_for_auth()}
         self.keys_by_id = {k["id"]: k for k in self.keys_by_hash.values()}
         self._key_memo = {}
+        self._fingerprint = fingerprint
 
     async def state_ready(self) -> bool:
         """Whether the routing-state store answers (OBS-4): Redis answers a PING and the state is not

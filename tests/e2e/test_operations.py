@@ -292,3 +292,52 @@ def test_serve_behind_a_local_reverse_proxy_keeps_the_admin_api_loopback_only(tm
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_running_gateway_picks_up_keys_created_and_revoked_by_the_cli_within_seconds(
+    tmp_path: Path, make_gateway: Callable[..., GatewayThread]
+) -> None:
+    """API-8/OPS-1: `omniroute keys create/revoke` in another process write the database a running
+    gateway serves from; the gateway notices within about STORE_POLL_S, so a revoked key gets 401."""
+    import time
+
+    from omniroute.gateway import STORE_POLL_S
+
+    gw = make_gateway({"server": {"require_api_key": True}})
+    cfg = tmp_path / "cli.yaml"
+    cfg.write_text(f"database_url: 'sqlite:///{tmp_path}/omniroute.db'\n")
+
+    def cli(*args: str) -> str:
+        proc = subprocess.run(
+            [sys.executable, "-m", "omniroute.cli", *args, "--config", str(cfg)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "NO_COLOR": "1"},
+        )
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return proc.stdout
+
+    body = {"model": "local-o/model-o", "messages": [{"role": "user", "content": "x"}]}
+
+    def status_within(key: str, want: int) -> float:
+        """Seconds until a request with ``key`` gets ``want``; fails after a few poll intervals."""
+        start = time.monotonic()
+        while True:
+            got = httpx.post(
+                f"{gw.base_url}/chat/completions",
+                json=body,
+                headers={"authorization": f"Bearer {key}"},
+                timeout=5,
+            ).status_code
+            elapsed = time.monotonic() - start
+            if got == want:
+                return elapsed
+            assert elapsed < 3 * STORE_POLL_S, f"still {got} after {elapsed:.1f}s (want {want})"
+            time.sleep(0.1)
+
+    key = cli("keys", "create", "laptop").strip().splitlines()[-1]
+    assert key.startswith("sk-")
+    status_within(key, 200)
+    cli("keys", "revoke", "laptop")
+    assert status_within(key, 401) <= STORE_POLL_S + 1.5

@@ -10,9 +10,10 @@ import asyncio
 import logging
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import case, func, select, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from omniroute.store import models
 from omniroute.store.db import DatabaseTarget, create_engine, parse_database_url
 from omniroute.store.errors import SECRET_KEY_ENV
 from omniroute.store.migrations import migrate
@@ -103,6 +104,35 @@ class Store(ConnectionsRepo, ApiKeysRepo, CombosRepo, RoutingRepo, UsageRepo):
             log.warning("store ping failed: %s", exc)
             return False
         return True
+
+    async def snapshot_fingerprint(self) -> tuple[Any, ...]:
+        """A cheap value that changes whenever a table the routing snapshot is built from changes.
+
+        Why: another process (the CLI, another replica) may write the same database; a running gateway
+        compares this value every few seconds and rebuilds its snapshot when it differs. One statement
+        of per-table aggregates (row count plus newest ``created_at``/``updated_at``, epoch seconds): an
+        insert or delete changes the count or the newest timestamp, an edit bumps ``updated_at``. API
+        keys have no ``updated_at``, so their fingerprint also counts revoked rows (revoke is a flag).
+        Runtime connection state (cooldowns) does not bump ``updated_at`` and so does not count.
+        """
+        k = models.api_keys
+        parts: list[Any] = [
+            select(func.count()).select_from(k).scalar_subquery(),
+            select(func.max(k.c.created_at)).scalar_subquery(),
+            select(func.sum(case((k.c.revoked.is_(True), 1), else_=0))).scalar_subquery(),
+        ]
+        for t in (
+            models.connections,
+            models.provider_nodes,
+            models.combos,
+            models.model_combo_mappings,
+            models.fallback_chains,
+        ):
+            parts.append(select(func.count()).select_from(t).scalar_subquery())
+            parts.append(select(func.max(t.c.updated_at)).scalar_subquery())
+        async with self._engine.connect() as conn:
+            row = (await conn.execute(select(*parts))).one()
+        return tuple(row)
 
     @property
     def url(self) -> str:
