@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import pytest
 
 from auto_support import make_gw, plan, provider, seed_latency
+from omniroute.errors import InvalidRequest
 from omniroute.routing.auto.packs import MODE_ALIASES, MODE_PACKS, resolve_mode
 from omniroute.routing.auto.routers import (
     ROUTERS,
@@ -193,14 +194,16 @@ def test_mode_aliases() -> None:
 
 async def test_mode_header_switches_the_pack_per_request() -> None:
     """AUTO-7 pack switch: cheap-slow vs expensive-fast → cheap picks cheap-slow, fast picks
-    expensive-fast, balanced uses DEFAULT_WEIGHTS, an unknown mode is ignored."""
+    expensive-fast, balanced uses DEFAULT_WEIGHTS, an unknown mode is a 400 naming the header."""
     gw = make_gw([provider("cheap", "slow-m", 0.2, 0.2), provider("pricey", "fast-m", 5.0, 5.0)])
     await seed_latency(gw, "cheap/slow-m@cheap-k", [3000, 3000, 3000])
     await seed_latency(gw, "pricey/fast-m@pricey-k", [500, 500, 500])
     picks = {}
-    for i, mode in enumerate(("cheap", "fast", "balanced", "nonsense")):
+    for i, mode in enumerate(("cheap", "fast", "balanced")):
         cands, _, d = await plan(gw, "auto", headers={"X-OmniRoute-Mode": mode}, session=f"s{i}")
         picks[mode] = (cands[0].provider.id, d.extra["auto"]["weights"])
     assert picks["cheap"] == ("cheap", "cost-saver")
     assert picks["fast"] == ("pricey", "ship-fast")
-    assert picks["balanced"][1] == "default" and picks["nonsense"][1] == "default"
+    assert picks["balanced"][1] == "default"
+    with pytest.raises(InvalidRequest, match="X-OmniRoute-Mode"):
+        await plan(gw, "auto", headers={"X-OmniRoute-Mode": "nonsense"}, session="s9")

@@ -156,7 +156,14 @@ def test_parse_controls_and_aliases() -> None:
     for bad in ("-1", "nan", "abc", "inf"):
         with pytest.raises(InvalidRequest, match="X-OmniRoute-Budget"):
             parse_controls({"x-omniroute-budget": bad})
-    assert parse_controls({"x-omniroute-budget-fallback": "maybe"}).budget_fallback is None
+    for name, bad in (
+        ("x-omniroute-budget-fallback", "maybe"),
+        ("x-omniroute-mode", "turbo"),
+        ("x-omniroute-effort", "max"),
+    ):
+        with pytest.raises(InvalidRequest, match=f"(?i){name}"):
+            parse_controls({name: bad})
+    assert parse_controls({"x-omniroute-mode": " ", "x-omniroute-effort": ""}).mode is None
 
 
 def test_estimated_cost_uses_prices_per_million() -> None:

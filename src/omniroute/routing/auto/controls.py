@@ -3,12 +3,13 @@
 Headers (auto routes only, one request only; seed 001 "Per-Request Controls"):
 
 - ``X-OmniRoute-Mode``: a mode alias or pack name (:data:`~omniroute.routing.auto.packs.MODE_ALIASES`);
-  ``balanced``/``default`` force the default weights; unknown values are ignored.
+  ``balanced``/``default`` force the default weights; an unknown value is a 400 naming the header.
 - ``X-OmniRoute-Budget``: a finite number > 0, USD per request, compared with each candidate's
-  estimated cost (:func:`estimated_cost_usd`); anything else is ignored.
+  estimated cost (:func:`estimated_cost_usd`); anything else is a 400 naming the header.
 - ``X-OmniRoute-Budget-Fallback``: ``cheapest``/``cheapest-viable``/``soft`` → serve the cheapest
-  anyway; ``strict``/``block``/``hard`` → HTTP 402 (:func:`budget_error`); unknown ignored.
-- ``X-OmniRoute-Effort: auto``: when the body has no reasoning field, resolve ``reasoning_effort``
+  anyway; ``strict``/``block``/``hard`` → HTTP 402 (:func:`budget_error`); unknown → 400.
+- ``X-OmniRoute-Effort: auto`` (the only accepted value; anything else → 400): when the body has no
+  reasoning field, resolve ``reasoning_effort``
   low/medium/high from the current turn's shape (:func:`resolve_effort`).
 - ``X-OmniRoute-Seed``: seeds the request's random draws (exploration), for tests and the simulator.
 """
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from omniroute.errors import BudgetExceeded, InvalidRequest
-from omniroute.routing.auto.packs import resolve_mode
+from omniroute.routing.auto.packs import MODE_ALIASES, resolve_mode
 from omniroute.values import ModelInfo
 
 __all__ = [
@@ -87,14 +88,32 @@ def _budget(value: str | None) -> float | None:
     return v
 
 
+def _unknown(header: str, value: str, accepted: Any) -> InvalidRequest:
+    return InvalidRequest(
+        f"{header}: unknown value {value!r}; accepted (case-insensitive): {', '.join(sorted(accepted))}.",
+        param=header,
+    )
+
+
 def parse_controls(headers: Mapping[str, str]) -> RequestControls:
-    """Read the AUTO-7 headers (lower-case names) of one request; an invalid budget is a 400, an
-    unknown mode or fallback name is ignored."""
-    effort = headers.get("x-omniroute-effort", "").strip().lower()
+    """Read the AUTO-7 headers (lower-case names) of one request; an invalid budget, or an unknown
+    mode, budget fallback or effort value, is a 400 naming the header (an empty header is absent)."""
+    raw_mode = headers.get("x-omniroute-mode")
+    mode = resolve_mode(raw_mode)
+    if mode is None and raw_mode and raw_mode.strip():
+        raise _unknown("X-OmniRoute-Mode", raw_mode, MODE_ALIASES)
+    raw_fb = headers.get("x-omniroute-budget-fallback")
+    fallback = parse_budget_fallback(raw_fb)
+    if fallback is None and raw_fb and raw_fb.strip():
+        raise _unknown("X-OmniRoute-Budget-Fallback", raw_fb, _FALLBACKS)
+    raw_effort = headers.get("x-omniroute-effort", "")
+    effort = raw_effort.strip().lower()
+    if effort and effort != "auto":
+        raise _unknown("X-OmniRoute-Effort", raw_effort, ("auto",))
     return RequestControls(
-        mode=resolve_mode(headers.get("x-omniroute-mode")),
+        mode=mode,
         budget_usd=_budget(headers.get("x-omniroute-budget")),
-        budget_fallback=parse_budget_fallback(headers.get("x-omniroute-budget-fallback")),
+        budget_fallback=fallback,
         effort="auto" if effort == "auto" else None,
         seed=headers.get("x-omniroute-seed") or None,
     )
