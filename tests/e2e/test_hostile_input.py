@@ -396,3 +396,120 @@ def test_an_unusable_client_request_id_is_replaced_by_the_gateways_own(
         timeout=10,
     )
     assert good.headers["x-request-id"] == "trace-42.a:b_c"
+
+
+def test_creating_a_connection_whose_id_exists_is_400_and_keeps_the_original(gateway: GatewayThread) -> None:
+    """API-6/PROV-3: POST with an existing id is a 400 naming ``id``; the stored connection (secret,
+    default model) is untouched, and the update route still changes it."""
+    first = {"id": "dup1", "provider": "local-o", "api_key": "sk-first-111111", "default_model": "model-o"}
+    assert post(gateway, "/api/connections", first).status_code == 201
+    again = {"id": "dup1", "provider": "local-o", "api_key": "sk-second-22222"}
+    r = post(gateway, "/api/connections", again)
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    assert err["param"] == "id" and "already exists" in err["message"]
+    got = httpx.get(f"{gateway.url}/api/connections/dup1", timeout=5).json()
+    assert got["default_model"] == "model-o"
+    r = httpx.put(f"{gateway.url}/api/connections/dup1", json={"default_model": "other"}, timeout=5)
+    assert r.status_code == 200 and r.json()["default_model"] == "other"
+
+
+_CHAT_MSG = {"role": "user", "content": "x"}
+
+
+def _call(fn: dict[str, object]) -> dict[str, object]:
+    return {"id": "c1", "type": "function", "function": fn}
+
+
+@pytest.mark.parametrize(
+    ("patch", "param"),
+    [
+        ({"messages": [{"role": "user", "content": [{"type": "text"}]}]}, "messages[0].content[0].text"),
+        (
+            {"messages": [{"role": "user", "content": [{"type": "text", "text": 5}]}]},
+            "messages[0].content[0].text",
+        ),
+        (
+            {"messages": [_CHAT_MSG, {"role": "assistant", "tool_calls": ["x"]}, _CHAT_MSG]},
+            "messages[1].tool_calls[0]",
+        ),
+        (
+            {
+                "messages": [
+                    _CHAT_MSG,
+                    {
+                        "role": "assistant",
+                        "tool_calls": [{**_call({"name": "f", "arguments": "{}"}), "id": 1}],
+                    },
+                ]
+            },
+            "messages[1].tool_calls[0].id",
+        ),
+        (
+            {
+                "messages": [
+                    _CHAT_MSG,
+                    {
+                        "role": "assistant",
+                        "tool_calls": [{**_call({"name": "f", "arguments": "{}"}), "type": "x"}],
+                    },
+                ]
+            },
+            "messages[1].tool_calls[0].type",
+        ),
+        (
+            {"messages": [_CHAT_MSG, {"role": "assistant", "tool_calls": [_call({"arguments": "{}"})]}]},
+            "messages[1].tool_calls[0].function.name",
+        ),
+        (
+            {
+                "messages": [
+                    _CHAT_MSG,
+                    {"role": "assistant", "tool_calls": [_call({"name": "f", "arguments": {"a": 1}})]},
+                ]
+            },
+            "messages[1].tool_calls[0].function.arguments",
+        ),
+        ({"logit_bias": {"50256": 101}}, "logit_bias"),
+        ({"logit_bias": {"50256": "x"}}, "logit_bias"),
+        ({"logit_bias": {"50256": True}}, "logit_bias"),
+    ],
+)
+def test_chat_bad_text_part_tool_calls_or_logit_bias_is_400_naming_the_field(
+    gateway: GatewayThread, patch: dict[str, object], param: str
+) -> None:
+    """API-6: text parts need a string ``text``; assistant ``tool_calls`` need string id, type
+    "function", string name and arguments; ``logit_bias`` values are numbers in -100..100."""
+    body = {"model": "local-o/model-o", "messages": [_CHAT_MSG], **patch}
+    r = post(gateway, "/v1/chat/completions", body)
+    assert r.status_code == 400, r.text
+    assert r.json()["error"]["param"] == param
+
+
+def test_chat_valid_text_part_tool_calls_and_logit_bias_still_succeed(gateway: GatewayThread) -> None:
+    body = {
+        "model": "local-o/model-o",
+        "logit_bias": {"50256": -100, "11": 2.5},
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "x"}]},
+            {"role": "assistant", "content": None, "tool_calls": [_call({"name": "f", "arguments": "{}"})]},
+            {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+        ],
+    }
+    r = post(gateway, "/v1/chat/completions", body)
+    assert r.status_code == 200, r.text
+
+
+def test_responses_empty_string_input_is_400_naming_input(gateway: GatewayThread) -> None:
+    r = post(gateway, "/v1/responses", {"model": "local-o/model-o", "input": ""})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "input", r.text
+
+
+def test_messages_that_is_not_an_array_says_it_must_be_an_array(gateway: GatewayThread) -> None:
+    """API-6: ``messages: {...}`` on /v1/messages is not "Field required" but "should be ... array"."""
+    body = {"model": "local-o/model-o", "max_tokens": 10, "messages": {"a": 1}}
+    r = post(gateway, "/v1/messages", body)
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    assert "array" in err["message"] and "required" not in err["message"].lower()
+    assert r.json()["type"] == "error"

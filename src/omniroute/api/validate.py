@@ -89,6 +89,11 @@ def validate_chat_body(body: dict[str, Any], *, model_required: bool = True) -> 
                         f"'messages[{i}].content[{j}]' must be an object whose 'type' is one of "
                         f"{', '.join(sorted(PART_TYPES))}.",
                     )
+                if part["type"] == "text" and not isinstance(part.get("text"), str):
+                    raise _bad(
+                        f"messages[{i}].content[{j}].text",
+                        f"'messages[{i}].content[{j}].text' must be a string for a part of type 'text'.",
+                    )
                 image = part.get("image_url")
                 if part["type"] == "image_url" and not (
                     isinstance(image, dict) and isinstance(image.get("url"), str)
@@ -98,8 +103,10 @@ def validate_chat_body(body: dict[str, Any], *, model_required: bool = True) -> 
                         f"'messages[{i}].content[{j}].image_url.url' must be a string URL or data URL.",
                     )
         tool_calls = m.get("tool_calls")
-        if tool_calls is not None and not isinstance(tool_calls, list):
-            raise _bad(f"messages[{i}].tool_calls", f"'messages[{i}].tool_calls' must be an array.")
+        if tool_calls is not None:
+            if not isinstance(tool_calls, list):
+                raise _bad(f"messages[{i}].tool_calls", f"'messages[{i}].tool_calls' must be an array.")
+            _validate_tool_calls(i, tool_calls)
         if role == "tool" and not isinstance(m.get("tool_call_id"), str):
             missing = m.get("tool_call_id") is None
             raise _bad(
@@ -133,8 +140,12 @@ def validate_chat_body(body: dict[str, Any], *, model_required: bool = True) -> 
     ):
         raise _bad("stop", "'stop' must be a string or an array of up to 4 strings.")
     lb = body.get("logit_bias")
-    if lb is not None and not isinstance(lb, dict):
-        raise _bad("logit_bias", "'logit_bias' must be an object mapping token ids to biases.")
+    if lb is not None and (
+        not isinstance(lb, dict) or not all(_is_number(v) and -100 <= v <= 100 for v in lb.values())
+    ):
+        raise _bad(
+            "logit_bias", "'logit_bias' must be an object mapping token ids to numbers between -100 and 100."
+        )
     _validate_tools(body)
     rf = body.get("response_format")
     if rf is not None and (
@@ -144,6 +155,29 @@ def validate_chat_body(body: dict[str, Any], *, model_required: bool = True) -> 
             "response_format.type",
             f"'response_format.type' must be one of {', '.join(sorted(RESPONSE_FORMATS))}.",
         )
+
+
+def _validate_tool_calls(i: int, tool_calls: list[Any]) -> None:
+    """An assistant message's ``tool_calls``: objects with a string ``id``, ``type`` "function" and a
+    ``function`` whose ``name`` and ``arguments`` (JSON text) are strings."""
+    for k, tc in enumerate(tool_calls):
+        at = f"messages[{i}].tool_calls[{k}]"
+        if not isinstance(tc, dict):
+            raise _bad(at, f"'{at}' must be an object.")
+        if not isinstance(tc.get("id"), str):
+            raise _bad(f"{at}.id", f"'{at}.id' must be a string.")
+        if tc.get("type") != "function":
+            raise _bad(f"{at}.type", f"'{at}.type' must be 'function'; got {tc.get('type')!r}.")
+        fn = tc.get("function")
+        if not isinstance(fn, dict):
+            raise _bad(f"{at}.function", f"'{at}.function' must be an object with 'name' and 'arguments'.")
+        if not isinstance(fn.get("name"), str):
+            raise _bad(f"{at}.function.name", f"'{at}.function.name' must be a string.")
+        if not isinstance(fn.get("arguments"), str):
+            raise _bad(
+                f"{at}.function.arguments",
+                f"'{at}.function.arguments' must be a string of JSON text; got {fn.get('arguments')!r}.",
+            )
 
 
 def _validate_optional(body: dict[str, Any]) -> None:

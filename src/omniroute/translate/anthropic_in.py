@@ -123,8 +123,10 @@ def validate(body: Mapping[str, Any], *, model_required: bool = True) -> None:
     if isinstance(mt, bool) or not isinstance(mt, int) or mt < 1:
         raise _bad("max_tokens", f"Input should be an integer >= 1; got {mt!r}")
     messages = body.get("messages")
-    if not isinstance(messages, list):
+    if messages is None:
         raise _bad("messages", "Field required (an array of messages)")
+    if not isinstance(messages, list):
+        raise _bad("messages", f"Input should be a valid array of messages; got {type(messages).__name__}")
     if not messages:
         raise _bad("messages", "List should have at least 1 item")
     for i, m in enumerate(messages):

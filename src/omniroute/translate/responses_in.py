@@ -227,8 +227,8 @@ def validate(body: Mapping[str, Any], *, model_required: bool = True) -> None:
     if prev is not None and (not isinstance(prev, str) or not prev):
         raise _bad("previous_response_id", "'previous_response_id' must be a response id string.")
     inp = body.get("input")
-    if not isinstance(inp, str | list) or (isinstance(inp, list) and not inp):
-        raise _bad("input", "'input' must be a string or a non-empty array of input items.")
+    if not isinstance(inp, str | list) or not inp:
+        raise _bad("input", "'input' must be a non-empty string or a non-empty array of input items.")
     instructions = body.get("instructions")
     if instructions is not None and not isinstance(instructions, str):
         raise _bad("instructions", "'instructions' must be a string.")

@@ -108,8 +108,15 @@ async def get_connection(cid: str, gw: Admin) -> dict[str, Any]:
 
 @router.post("/api/connections", status_code=201)
 async def create_connection(body: ConnectionIn, gw: Admin) -> dict[str, Any]:
-    """Add (or replace) a connection; it serves the very next request."""
+    """Add a connection; it serves the very next request. An id that already exists is a 400 (change
+    it with ``PUT /api/connections/{id}``, never by re-creating it)."""
     assert gw.store is not None
+    if await gw.store.get_connection(body.id) is not None:
+        raise InvalidRequest(
+            f"a connection with id '{body.id}' already exists "
+            f"(update it with PUT /api/connections/{body.id})",
+            param="id",
+        )
     _check_provider(gw, body.provider)
     if body.auth_type == "api_key" and not body.api_key:
         raise InvalidRequest("api_key: required when auth_type is api_key.", param="api_key")
