@@ -52,55 +52,14 @@ def estimate_prompt_tokens(body: Mapping[str, Any]) -> int:
     """Rough prompt size in tokens for the pre-call context check (RESIL-8): ``chars / 4`` of all
     message text (system included, tool-call arguments included, images excluded) plus 4 tokens per
     message, plus the JSON size of ``tools`` / 4. Cheap by design; never an exact tokenizer count."""
-    chars = 0
-    count = 0
-    messages = body.get("messages")
-    if isinstance(messages, list):
-        for msg in messages:
-            if not isinstance(msg, Mapping):
-                continue
-            count += 1
-            chars += _text_chars(msg.get("content"))
-            calls = msg.get("tool_calls")
-            if isinstance(calls, list):
-                for call in calls:
-                    fn = call.get("function") if isinstance(call, Mapping) else None
-                    if isinstance(fn, Mapping):
-                        chars += len(str(fn.get("name") or "")) + len(str(fn.get("arguments") or ""))
-    for field in ("system", "input", "prompt"):
-        chars += _text_chars(body.get(field))
-    tools = body.get("tools")
-    if tools:
-        with contextlib.suppress(TypeError):
-            chars += len(orjson.dumps(tools))
-    return chars // _CHARS_PER_TOKEN + _TOKENS_PER_MESSAGE * count
-
-
-def _has_image(messages: Any) -> bool:
-    if not isinstance(messages, list):
-        return False
-    for msg in messages:
-        content = msg.get("content") if isinstance(msg, Mapping) else None
-        if isinstance(content, list):
-            for part in content:
-                if isinstance(part, Mapping) and part.get("type") in _IMAGE_PARTS:
-                    return True
-    return False
+    return prompt_profile(body)[0]
 
 
 def required_capabilities(body: Mapping[str, Any]) -> frozenset[str]:
     """Capabilities the request needs (RESIL-8): ``tools`` when it sends tools (and ``tool_choice``
     is not ``"none"``), ``vision`` when a message has an image part, ``structured_output`` when
     ``response_format.type`` is ``json_schema``."""
-    caps: set[str] = set()
-    if (body.get("tools") or body.get("functions")) and body.get("tool_choice") != "none":
-        caps.add(CAP_TOOLS)
-    if _has_image(body.get("messages")):
-        caps.add(CAP_VISION)
-    fmt = body.get("response_format")
-    if isinstance(fmt, Mapping) and fmt.get("type") == "json_schema":
-        caps.add(CAP_STRUCTURED_OUTPUT)
-    return frozenset(caps)
+    return prompt_profile(body)[1]
 
 
 _NO_CAPS: frozenset[str] = frozenset()
