@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from omniroute.clock import FakeClock
 from omniroute.config import AutoConfig, Config
 from omniroute.gateway import Gateway
 from omniroute.providers.catalog import Catalog
@@ -16,7 +17,6 @@ from omniroute.routing.decision import Decision
 from omniroute.routing.plan import RunOptions
 from omniroute.routing.registry import Registry
 from omniroute.routing.resolve import resolve
-from omniroute.state.clock import FakeClock
 from omniroute.state.memory import MemoryRoutingState
 from omniroute.state.records import QuotaSnapshot
 from omniroute.values import Candidate, ChatRequest, Connection, ModelInfo, ProviderInfo

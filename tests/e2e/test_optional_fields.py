@@ -193,7 +193,7 @@ MESSAGES_BAD: list[tuple[dict[str, Any], str]] = [
     ({"thinking": {"type": "on"}}, "thinking.type"),
     ({"thinking": {"budget_tokens": 2048}}, "thinking.type"),
     ({"thinking": {"type": "enabled"}}, "thinking.budget_tokens"),
-    ({"thinking": {"type": "enabled", "budget_tokens": 1023}}, "thinking.budget_tokens"),
+    ({"thinking": {"type": "enabled", "budget_tokens": 0}}, "thinking.budget_tokens"),
     ({"thinking": {"type": "enabled", "budget_tokens": "2048"}}, "thinking.budget_tokens"),
     ({"thinking": {"type": "enabled", "budget_tokens": True}}, "thinking.budget_tokens"),
     ({"service_tier": "premium"}, "service_tier"),
@@ -245,6 +245,7 @@ MESSAGES_GOOD: list[dict[str, Any]] = [
     {"tool_choice": {"type": "none"}},
     {"tool_choice": {"type": "tool", "name": "f"}},
     {"thinking": {"type": "enabled", "budget_tokens": 1024}},
+    {"thinking": {"type": "enabled", "budget_tokens": 1023}},  # the upstream's bound, not ours
     {"thinking": {"type": "disabled"}},
     {"thinking": {"type": "adaptive"}},
     {"service_tier": "auto"},

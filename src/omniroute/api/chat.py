@@ -30,6 +30,8 @@ log = logging.getLogger("omniroute.api")
 class StreamEncoder(Protocol):
     """Turns canonical chunks into a surface's SSE bytes."""
 
+    def keepalive(self) -> bytes: ...
+
     def start(self) -> bytes: ...
 
     def chunk(self, ch: dict[str, Any]) -> bytes: ...
@@ -86,6 +88,51 @@ async def send_error(
     await send_bytes(send, err.status, orjson.dumps(surface.error_body(err)), encode_headers(headers))
 
 
+class _EarlyStart:
+    """Response headers and keep-alives for a stream whose first content is slow.
+
+    Until the first content-bearing event the gateway holds the response back, so a failing target
+    can still fall back invisibly (RESIL-9). Clients give up on a response whose headers take too long
+    (Gemini CLI aborts after 60 s) and proxies drop idle connections, so once ``interval_s`` passes
+    without a commit the ``200`` headers (``X-Request-Id`` only: the routing headers are not known
+    yet, the decision endpoint has them) and the format's keep-alive (Anthropic ``ping``, else an SSE
+    comment) go out, and a keep-alive follows every ``interval_s``. Fallback goes on unseen behind
+    them; a request that then fails ends with the format's error event instead of an error status.
+    Costs one timer per streaming request; a task only when the timer fires."""
+
+    __slots__ = ("_enc", "_headers", "_interval", "_send", "_task", "_timer", "started")
+
+    def __init__(self, send: Send, enc: StreamEncoder, request_id: str, interval_s: float) -> None:
+        self._send = send
+        self._enc = enc
+        self._headers = [*SSE_HEADERS, *encode_headers({"x-request-id": request_id})]
+        self._interval = interval_s
+        self._task: asyncio.Task[None] | None = None
+        self.started = False
+        self._timer = asyncio.get_running_loop().call_later(interval_s, self._begin)
+
+    def _begin(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._beat())
+
+    async def _beat(self) -> None:
+        self.started = True
+        await self._send({"type": "http.response.start", "status": 200, "headers": self._headers})
+        while True:
+            await self._send({"type": "http.response.body", "body": self._enc.keepalive(), "more_body": True})
+            await asyncio.sleep(self._interval)
+
+    async def stop(self) -> bool:
+        """Stop the timer and the keep-alives (idempotent); ``True`` when the headers went out."""
+        self._timer.cancel()
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.wait([task])
+            if not task.cancelled():
+                task.exception()  # a client that went away: the disconnect watcher reports it
+        return self.started
+
+
 async def run_chat(
     gw: Gateway, req: ChatRequest, surface: Surface, send: Send, receive: Receive, t0: float
 ) -> None:
@@ -93,7 +140,8 @@ async def run_chat(
 
     Streaming requests watch for the client's disconnect from the start: a disconnect cancels the
     upstream attempt (before or after commit) at once, nothing is retried, and the usage row is
-    recorded with status 499 (RESIL-9)."""
+    recorded with status 499 (RESIL-9). A stream whose first content is slow gets its headers and
+    keep-alives early (:class:`_EarlyStart`, ``server.stream_keepalive_s``)."""
     decision = Decision(req.request_id, req.model)
     if not req.stream:
         await _run(gw, req, surface, send, t0, decision)
@@ -135,27 +183,38 @@ async def _run(
     decision: Decision,
     committed: list[StreamOutcome] | None = None,
 ) -> None:
+    enc = surface.encoder(req) if committed is not None else None
+    interval = gw.config.server.stream_keepalive_s
+    early = _EarlyStart(send, enc, req.request_id, interval) if enc is not None and interval > 0 else None
+    error: GatewayError | None = None
     try:
         outcome, _ = await gw.execute(req, decision)
     except GatewayError as err:
+        error = err
+    finally:
+        headers_sent = early is not None and await early.stop()
+    if error is not None:
         gw.record_usage(
             req,
             decision,
-            status=err.status,
+            status=error.status,
             cand=None,
             usage=None,
             latency_ms=(time.perf_counter() - t0) * 1000,
             ttft_ms=None,
-            error=err.message,
+            error=error.message,
         )
-        await send_error(send, surface, err, req, decision, t0)
+        if headers_sent and enc is not None:  # fallback ran out behind early headers: the error event
+            await send({"type": "http.response.body", "body": enc.error(error), "more_body": False})
+        else:
+            await send_error(send, surface, error, req, decision, t0)
         return
     if isinstance(outcome, Outcome):
         await _send_full(gw, req, surface, send, outcome, decision, t0)
     else:
         if committed is not None:
             committed.append(outcome)
-        await _send_stream(gw, req, surface, send, outcome, decision, t0)
+        await _send_stream(gw, req, surface, send, outcome, decision, t0, enc, headers_sent)
 
 
 async def _send_full(
@@ -179,19 +238,23 @@ async def _send_stream(
     so: StreamOutcome,
     decision: Decision,
     t0: float,
+    enc: StreamEncoder | None = None,
+    headers_sent: bool = False,
 ) -> None:
     """Write a committed stream chunk by chunk; an upstream failure after commit ends it with the
-    surface's error event and a non-``stop`` finish, never as complete (RESIL-9)."""
-    enc = surface.encoder(req)
-    upstream_ms = sum(a.latency_ms for a in decision.attempts)
-    overhead = (time.perf_counter() - t0) * 1000 - upstream_ms
-    headers = [*SSE_HEADERS, *encode_headers(routing_headers(req, decision, overhead, so.candidate))]
+    surface's error event and a non-``stop`` finish, never as complete (RESIL-9). ``headers_sent``:
+    :class:`_EarlyStart` already sent the response headers."""
+    enc = enc or surface.encoder(req)
     error: UpstreamError | None = None
     # One client write per upstream read: the chunks of a read go out together, at once (PERF-4:
     # never held for later network data); once the upstream is finished they go out with the end.
     pending: list[bytes] = []
     try:
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        if not headers_sent:
+            upstream_ms = sum(a.latency_ms for a in decision.attempts)
+            overhead = (time.perf_counter() - t0) * 1000 - upstream_ms
+            headers = [*SSE_HEADERS, *encode_headers(routing_headers(req, decision, overhead, so.candidate))]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
         start = enc.start()
         if start:
             pending.append(start)

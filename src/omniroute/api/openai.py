@@ -14,6 +14,7 @@ from omniroute.api.chat import chat_request, run_chat, send_error
 from omniroute.api.validate import validate_chat_body
 from omniroute.errors import GatewayError
 from omniroute.gateway import Gateway
+from omniroute.translate._common import SSE_COMMENT
 from omniroute.values import ChatRequest, Usage
 
 _DONE = b"data: [DONE]\n\n"
@@ -38,6 +39,10 @@ class OpenAIStreamEncoder:
         self.id = ""
         self.model = ""
         self.created = 0
+
+    def keepalive(self) -> bytes:
+        """Bytes that keep a stream alive before its first content: an SSE comment line."""
+        return SSE_COMMENT
 
     def start(self) -> bytes:
         return b""

@@ -73,6 +73,10 @@ DEFAULT_PORT = 20128
 DEFAULT_REQUIRE_API_KEY = False
 DEFAULT_MAX_BODY_MB = 10.0
 DEFAULT_WORKERS = 1
+DEFAULT_STREAM_KEEPALIVE_S = 5.0
+"""Seconds a streaming request may wait for its first content before the response headers and a
+keep-alive go out (then one keep-alive per interval): clients abort streams whose headers take too
+long (Gemini CLI: 60 s), and proxies drop idle connections. ``0`` turns it off."""
 
 # --- storage (STORE-1, STORE-2) ---------------------------------------------------------------------
 DEFAULT_DATABASE_URL = "sqlite:///./data/omniroute.db"
@@ -165,7 +169,8 @@ def _empty_map() -> Mapping[str, Any]:
 class ServerConfig:
     """``server`` (OPS-1, OPS-2, API-8): listen ``host``/``port``, whether ``/v1`` requires an API key,
     the management ``admin_key`` (``None`` → management API on loopback only), the request body cap
-    ``max_body_mb`` (megabytes, 413 above it) and uvicorn ``workers`` (an addition to the contract).
+    ``max_body_mb`` (megabytes, 413 above it), uvicorn ``workers`` and ``stream_keepalive_s``
+    (seconds; :data:`DEFAULT_STREAM_KEEPALIVE_S`) — the last two additions to the contract.
     """
 
     host: str = DEFAULT_HOST
@@ -174,6 +179,7 @@ class ServerConfig:
     admin_key: str | None = field(default=None, repr=False)
     max_body_mb: float = DEFAULT_MAX_BODY_MB
     workers: int = DEFAULT_WORKERS
+    stream_keepalive_s: float = DEFAULT_STREAM_KEEPALIVE_S
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,6 +39,7 @@ from omniroute.config import (
     DEFAULT_RESET_TIMEOUT_S,
     DEFAULT_RETRIES_PER_TARGET,
     DEFAULT_STRATEGY,
+    DEFAULT_STREAM_KEEPALIVE_S,
     DEFAULT_TOTAL_TIMEOUT_S,
     DEFAULT_TTFT_TIMEOUT_S,
     DEFAULT_WORKERS,
@@ -162,6 +163,7 @@ class _Server(_Edge):
     admin_key: str | None = None
     max_body_mb: _Float = Field(DEFAULT_MAX_BODY_MB, gt=0)
     workers: _Int = Field(DEFAULT_WORKERS, ge=1)
+    stream_keepalive_s: _Float = Field(DEFAULT_STREAM_KEEPALIVE_S, ge=0)
 
 
 class _ApiKey(_Edge):

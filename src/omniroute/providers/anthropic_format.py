@@ -30,8 +30,10 @@ from omniroute.translate._common import (
     EFFORT_BUDGETS,
     NATIVE,
     chunk,
+    clamp_output_tokens,
     dumps,
     loads_object,
+    mid_conversation_system,
     new_id,
     now_s,
     parse_data_url,
@@ -153,9 +155,11 @@ def _append(out: list[dict[str, Any]], role: str, blocks: list[dict[str, Any]]) 
 def to_anthropic_messages(messages: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Canonical messages → ``(system blocks, messages)``.
 
-    system/developer messages go to ``system``; assistant ``tool_calls`` become ``tool_use`` blocks;
-    tool messages become ``tool_result`` blocks of one user turn (consecutive ones merged, and
-    placed before any text of that turn, as Anthropic requires)."""
+    system/developer messages before the first turn go to ``system``; later ones (a mid-conversation
+    instruction) become a text block of a user turn at their place, so the conversation keeps its
+    order and its cached prefix; assistant ``tool_calls`` become ``tool_use`` blocks; tool messages
+    become ``tool_result`` blocks of one user turn (consecutive ones merged, and placed before any text
+    of that turn, as Anthropic requires)."""
     system: list[dict[str, Any]] = []
     out: list[dict[str, Any]] = []
     for m in messages if isinstance(messages, list) else ():
@@ -163,7 +167,10 @@ def to_anthropic_messages(messages: Any) -> tuple[list[dict[str, Any]], list[dic
             continue
         role = m.get("role")
         if role in ("system", "developer"):
-            system += _content_blocks(m.get("content"))
+            if out:
+                _append(out, "user", [{"type": "text", "text": mid_conversation_system(m.get("content"))}])
+            else:
+                system += _content_blocks(m.get("content"))
         elif role == "user":
             _append(out, "user", _content_blocks(m.get("content")))
         elif role == "assistant":
@@ -219,7 +226,7 @@ def to_anthropic_request(body: Mapping[str, Any], cand: Candidate) -> dict[str, 
         plain = all(set(b) == {"type", "text"} for b in system)
         out["system"] = "\n\n".join(b["text"] for b in system) if plain else system
     max_tokens = body.get("max_completion_tokens") or body.get("max_tokens") or cand.model.max_output_tokens
-    out["max_tokens"] = int(max_tokens or DEFAULT_MAX_TOKENS)
+    out["max_tokens"] = clamp_output_tokens(int(max_tokens or DEFAULT_MAX_TOKENS), cand.model)
     stop = body.get("stop")
     if stop:
         out["stop_sequences"] = [stop] if isinstance(stop, str) else list(stop)
@@ -468,6 +475,22 @@ class AnthropicStreamParser:
         return None
 
 
+def _clamp_native(body: dict[str, Any], cand: Candidate) -> None:
+    """Clamp a pass-through body's ``max_tokens`` to the served model's ``max_output_tokens``, and
+    keep an enabled thinking budget below it (Anthropic requires ``budget_tokens < max_tokens``)."""
+    mt = body.get("max_tokens")
+    if not isinstance(mt, int):
+        return
+    clamped = clamp_output_tokens(mt, cand.model)
+    if clamped == mt:
+        return
+    body["max_tokens"] = clamped
+    thinking = body.get("thinking")
+    budget = thinking.get("budget_tokens") if isinstance(thinking, dict) else None
+    if isinstance(thinking, dict) and isinstance(budget, int) and budget >= clamped:
+        body["thinking"] = {**thinking, "budget_tokens": max(clamped - 1, 1)}
+
+
 class AnthropicAdapter:
     """Adapter for the Anthropic Messages wire format (``POST {base_url}/v1/messages``)."""
 
@@ -475,11 +498,11 @@ class AnthropicAdapter:
 
     def build_request(self, cand: Candidate, req: ChatRequest, *, stream: bool) -> UpstreamRequest:
         passthrough = req.client_format == "anthropic" and req.native is not None
-        body = (
-            dict(req.native)
-            if passthrough and req.native is not None
-            else to_anthropic_request(req.body, cand)
-        )
+        if passthrough and req.native is not None:
+            body = dict(req.native)
+            _clamp_native(body, cand)
+        else:
+            body = to_anthropic_request(req.body, cand)
         body["model"] = cand.model.id
         if stream:
             body["stream"] = True

@@ -34,8 +34,10 @@ from omniroute.translate._common import (
     NATIVE,
     call_id,
     chunk,
+    clamp_output_tokens,
     dumps,
     loads_object,
+    mid_conversation_system,
     new_id,
     now_s,
     parse_data_url,
@@ -188,7 +190,10 @@ def to_gemini_contents(messages: Any) -> tuple[list[dict[str, Any]], list[dict[s
             continue
         role = m.get("role")
         if role in ("system", "developer"):
-            system += content_parts(m.get("content"))
+            if contents:  # mid-conversation: a user turn at its place (Gemini has one systemInstruction)
+                add("user", [{"text": mid_conversation_system(m.get("content"))}])
+            else:
+                system += content_parts(m.get("content"))
         elif role == "user":
             add("user", content_parts(m.get("content")))
         elif role == "assistant":
@@ -467,6 +472,11 @@ class GeminiAdapter:
             body: dict[str, Any] = dict(req.native)
         else:
             body = to_gemini_request(req.body)
+        cfg = body.get("generationConfig")
+        if isinstance(cfg, dict) and isinstance(cfg.get("maxOutputTokens"), int):
+            clamped = clamp_output_tokens(cfg["maxOutputTokens"], cand.model)
+            if clamped != cfg["maxOutputTokens"]:
+                body["generationConfig"] = {**cfg, "maxOutputTokens": clamped}
         headers = {"Content-Type": "application/json"}
         secret = cand.connection.secret
         if secret:

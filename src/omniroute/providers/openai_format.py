@@ -15,6 +15,7 @@ import orjson
 
 from omniroute.errors import StreamBroken, UpstreamError
 from omniroute.resilience.classify import classify_http, error_from_payload
+from omniroute.translate._common import clamp_output_tokens
 from omniroute.typing import UpstreamRequest
 from omniroute.values import Candidate, ChatRequest
 
@@ -66,6 +67,10 @@ class OpenAIAdapter:
     def build_request(self, cand: Candidate, req: ChatRequest, *, stream: bool) -> UpstreamRequest:
         body = dict(req.body)
         body["model"] = cand.model.id
+        for name in ("max_tokens", "max_completion_tokens"):
+            value = body.get(name)
+            if isinstance(value, int) and not isinstance(value, bool):
+                body[name] = clamp_output_tokens(value, cand.model)
         if stream:
             body["stream"] = True
             # Usage is always requested upstream so spend is recorded (RESIL-9); the client sees the

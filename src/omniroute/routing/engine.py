@@ -480,17 +480,28 @@ class Engine:
         remaining_ttft = max(0.001, t.ttft_s - (time.monotonic() - t0))
         events = resp.event_batches(first_timeout_s=remaining_ttft).__aiter__()
         first: list[dict[str, Any]] = []
-        async for batch in events:
-            for i, (ev, data) in enumerate(batch):
-                chunks = parser.feed(ev, data)
-                first.extend(chunks)
-                if any(is_content_chunk(ch) for ch in chunks):  # the commit point (RESIL-9)
-                    ttft = (time.monotonic() - t0) * 1000
-                    return StreamOutcome(cand, first, resp, parser, events, ttft, ttft, rest=batch[i + 1 :])
-                if parser.done:
-                    break
-            if parser.done:
-                break
+        try:
+            # TTFT is the time to the first *content* event: upstream keep-alives (SSE comments,
+            # Anthropic pings, message_start) show the upstream is alive but do not reset it.
+            async with asyncio.timeout(remaining_ttft):
+                async for batch in events:
+                    for i, (ev, data) in enumerate(batch):
+                        chunks = parser.feed(ev, data)
+                        first.extend(chunks)
+                        if any(is_content_chunk(ch) for ch in chunks):  # the commit point (RESIL-9)
+                            ttft = (time.monotonic() - t0) * 1000
+                            return StreamOutcome(
+                                cand, first, resp, parser, events, ttft, ttft, rest=batch[i + 1 :]
+                            )
+                        if parser.done:
+                            break
+                    if parser.done:
+                        break
+        except TimeoutError:
+            raise Timeout(
+                f"{cand.provider.id}: no content within {t.ttft_s:g}s (TTFT timeout)",
+                provider=cand.provider.id,
+            ) from None
         first.extend(parser.finish())
         if any(is_content_chunk(ch) for ch in first):
             ttft = (time.monotonic() - t0) * 1000

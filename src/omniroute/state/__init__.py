@@ -8,8 +8,8 @@ MB of resident memory and a gateway without ``redis_url`` never needs it (PERF-5
 
 from typing import TYPE_CHECKING, Any
 
+from omniroute.clock import Clock, FakeClock, SystemClock
 from omniroute.state.base import RoutingState
-from omniroute.state.clock import Clock, FakeClock, SystemClock
 from omniroute.state.memory import MemoryRoutingState
 from omniroute.state.records import (
     BreakerRecord,

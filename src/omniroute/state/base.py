@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Protocol
 
-from omniroute.state.clock import Clock, FakeClock, SystemClock
+from omniroute.clock import Clock, FakeClock, SystemClock
 from omniroute.state.records import (
     BreakerRecord,
     Change,

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from omniroute.clock import Clock, SystemClock
 from omniroute.state import transitions as t
-from omniroute.state.clock import Clock, SystemClock
 from omniroute.state.records import (
     BreakerRecord,
     BreakerState,

@@ -15,9 +15,9 @@ and **every protocol method is one atomic operation** there:
   enumerations (``all_*``), the filtered resets and the in-flight counts are small Lua scripts.
 
 Time is never Redis ``TIME``: deadlines use the ``now`` the caller passes and the TTL of generic
-records is measured by the injected :class:`~omniroute.state.clock.Clock` (the deadline is stored
+records is measured by the injected :class:`~omniroute.clock.Clock` (the deadline is stored
 with the value; a Redis ``PEXPIRE`` of the same length only garbage-collects), exactly as the memory
-backend does — so a :class:`~omniroute.state.clock.FakeClock` drives both in tests.
+backend does — so a :class:`~omniroute.clock.FakeClock` drives both in tests.
 
 Keys are ``omniroute:{<prefix>}:<kind>:<id>``. The braces are a Redis Cluster hash tag: every key of
 one deployment lands in one slot, so the multi-key scripts stay legal. The prefix separates
@@ -62,9 +62,9 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError, WatchError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from omniroute.clock import Clock, SystemClock
 from omniroute.state import transitions as t
 from omniroute.state.base import RoutingState
-from omniroute.state.clock import Clock, SystemClock
 from omniroute.state.memory import DEFAULT_WINDOW_SIZE, MemoryRoutingState, _compute_stats
 from omniroute.state.records import (
     BreakerRecord,

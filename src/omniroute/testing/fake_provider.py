@@ -28,6 +28,7 @@ argument fragment (the SPEC RESIL-9 commit point); the "preamble" is what comes 
 | ``chunks-N`` | stream the answer text in N content chunks (default 5) |
 | ``latency-MS`` | wait MS before the response headers (every route, errors too) |
 | ``slow-ttft-MS`` | streaming: headers and preamble at once, then wait MS before the first content chunk; non-streaming: wait MS before the headers |
+| ``heartbeat-MS`` | streaming: while ``slow-ttft`` waits, an SSE comment line (``: keep-alive``) every MS, as slow real servers send |
 | ``fail-STATUS`` | reply STATUS with the format's error body (see below) |
 | ``fail-STATUS-retry-S`` | … with ``Retry-After: S`` |
 | ``fail-STATUS-times-K`` | fail only the first K calls for this exact model name, then behave normally (per-provider counter, cleared by `reset`); combines with ``-retry-S`` |
@@ -439,7 +440,7 @@ class FakeProvider:
             if step.kind == "send" and step.event is not None:
                 await resp.write(_frame(step.event, behaviour.stamp))
             elif step.kind == "sleep":
-                await asyncio.sleep(step.ms / 1000)
+                await _sleep_with_heartbeats(resp, step.ms, behaviour.heartbeat_ms)
             elif step.kind == "error":
                 event = renderer.error_event(behaviour.message or ERROR_EVENT_MESSAGE)
                 await resp.write(_frame(event, behaviour.stamp))
@@ -636,6 +637,21 @@ class FakeProviderThread:
             return call()
 
         return asyncio.run_coroutine_threadsafe(run(), loop).result(THREAD_TIMEOUT_S)
+
+
+async def _sleep_with_heartbeats(resp: web.StreamResponse, ms: int, heartbeat_ms: int) -> None:
+    """Sleep ``ms``; with ``heartbeat_ms`` write an SSE comment every ``heartbeat_ms`` meanwhile (what
+    llama.cpp, vLLM and proxies send while a slow model prepares its first token)."""
+    if not heartbeat_ms:
+        await asyncio.sleep(ms / 1000)
+        return
+    left = ms
+    while left > 0:
+        step = min(heartbeat_ms, left)
+        await asyncio.sleep(step / 1000)
+        left -= step
+        if left > 0:
+            await resp.write(b": keep-alive\n\n")
 
 
 def _frame(event: Event, stamp: bool) -> bytes:

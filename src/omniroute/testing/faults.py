@@ -39,6 +39,7 @@ class Behaviour:
     chunks: int = DEFAULT_CHUNKS
     latency_ms: int = 0
     slow_ttft_ms: int = 0
+    heartbeat_ms: int = 0
     fail_status: int | None = None
     fail_times: int | None = None  # None: fail every call
     retry_after_s: int | None = None
@@ -67,6 +68,7 @@ _INT_DIRECTIVES: dict[str, re.Pattern[str]] = {
     "chunks": re.compile(rf"chunks-{_INT}"),
     "latency_ms": re.compile(rf"latency-{_INT}"),
     "slow_ttft_ms": re.compile(rf"slow-ttft-{_INT}"),
+    "heartbeat_ms": re.compile(rf"heartbeat-{_INT}"),
     "retry_after_ms": re.compile(rf"retry-ms-{_INT}"),
     "retry_after_s": re.compile(rf"retry-{_INT}"),
     "error_after": re.compile(rf"error-after-{_INT}"),

@@ -23,8 +23,30 @@ from omniroute.errors import InvalidRequest
 NATIVE = "_native"
 """Chunk key holding the raw upstream SSE frame (bytes) in same-format pass-through streams."""
 
+SSE_COMMENT = b": keep-alive\n\n"
+"""An SSE comment: every SSE client ignores it, and it keeps idle-timeout clocks and proxies alive."""
+
 DEFAULT_MAX_TOKENS = 4096
 """Output cap sent to upstreams that require one (Anthropic) when neither request nor catalog has it."""
+
+
+MID_CONVERSATION_SYSTEM_PREFIX = "System: "
+"""Lead of the user-turn text a mid-conversation system message becomes for upstream families that
+take instructions only at the start (Anthropic without the mid-conversation beta, Gemini)."""
+
+
+def mid_conversation_system(content: Any) -> str:
+    """A system/developer message that follows the first turn, as user-turn text for families with
+    one top-level system prompt: kept at its place (order and the cached prefix stay intact)."""
+    return MID_CONVERSATION_SYSTEM_PREFIX + text_of(content)
+
+
+def clamp_output_tokens(requested: int, model: Any) -> int:
+    """``requested`` output tokens capped at the served model's ``max_output_tokens`` when the catalog
+    knows it (> 0): an upstream rejects a cap above its model's limit (``max_tokens: 64000`` sent to a
+    model configured with 4,096). ``model`` is a :class:`~omniroute.values.ModelInfo`."""
+    limit = getattr(model, "max_output_tokens", 0) or 0
+    return min(requested, limit) if limit > 0 else requested
 
 
 def new_id(prefix: str) -> str:

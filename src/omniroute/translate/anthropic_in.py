@@ -40,8 +40,10 @@ ASSISTANT_BLOCKS = frozenset(
 
 TOOL_CHOICE_TYPES = ("auto", "any", "tool", "none")
 SERVICE_TIERS = ("auto", "standard_only")
-MIN_THINKING_BUDGET = 1024
-"""Smallest ``thinking.budget_tokens`` Anthropic accepts (extended thinking guide)."""
+MESSAGE_ROLES = ("user", "assistant", "system")
+"""Roles accepted inside ``messages``: ``system`` entries mid-conversation are what Claude Code sends
+with the ``mid-conversation-system-2026-04-07`` beta, and the real API accepts them; they are passed
+through unchanged to Anthropic upstreams and become what each other family supports."""
 
 
 def _bad(param: str, message: str) -> InvalidRequest:
@@ -55,19 +57,22 @@ def _number(body: Mapping[str, Any], name: str, lo: float, hi: float) -> None:
 
 
 def _validate_block(block: Any, role: str, where: str) -> None:
+    """One content block. Known types are checked per role and field; a type this gateway does not
+    know (a newer API addition) is accepted, forwarded unchanged to Anthropic upstreams and dropped for
+    other families: the gateway is never stricter than the upstream."""
     if not isinstance(block, dict) or not isinstance(block.get("type"), str):
         raise _bad(where, "Input should be a content block object with a string 'type'")
     kind = block["type"]
-    allowed = USER_BLOCKS if role == "user" else ASSISTANT_BLOCKS
-    if kind not in allowed:
-        other = "assistant" if role == "user" else "user"
-        if kind in (ASSISTANT_BLOCKS if role == "user" else USER_BLOCKS):
-            raise _bad(f"{where}.type", f"'{kind}' blocks are only allowed in '{other}' messages")
-        raise _bad(
-            f"{where}.type",
-            f"Input tag '{kind}' does not match any of the expected content block "
-            f"types: {', '.join(sorted(allowed))}",
+    if role == "system":
+        if kind != "text":
+            raise _bad(f"{where}.type", f"system messages take text blocks only; got '{kind}'")
+    else:
+        allowed, other = (
+            (USER_BLOCKS, ASSISTANT_BLOCKS) if role == "user" else (ASSISTANT_BLOCKS, USER_BLOCKS)
         )
+        if kind not in allowed and kind in other:
+            other_role = "assistant" if role == "user" else "user"
+            raise _bad(f"{where}.type", f"'{kind}' blocks are only allowed in '{other_role}' messages")
     if kind == "text" and not isinstance(block.get("text"), str):
         raise _bad(f"{where}.text", "Field required (a string)")
     if kind == "image":
@@ -133,8 +138,8 @@ def validate(body: Mapping[str, Any], *, model_required: bool = True) -> None:
         if not isinstance(m, dict):
             raise _bad(f"messages.{i}", "Input should be an object")
         role = m.get("role")
-        if role not in ("user", "assistant"):
-            raise _bad(f"messages.{i}.role", f"Input should be 'user' or 'assistant'; got {role!r}")
+        if role not in MESSAGE_ROLES:
+            raise _bad(f"messages.{i}.role", f"Input should be 'user', 'assistant' or 'system'; got {role!r}")
         content = m.get("content")
         if isinstance(content, list):
             for j, block in enumerate(content):
@@ -172,7 +177,10 @@ def validate(body: Mapping[str, Any], *, model_required: bool = True) -> None:
 
 
 def _validate_thinking(thinking: Any) -> None:
-    """``{type: enabled, budget_tokens: int >= 1024}``, ``{type: disabled}`` or ``{type: adaptive}``."""
+    """``{type: enabled, budget_tokens: int >= 1}``, ``{type: disabled}`` or ``{type: adaptive}``.
+
+    The budget's lower bound is the upstream's to enforce (Anthropic's has changed across models):
+    a budget the gateway refused itself would break clients the real API serves."""
     if thinking is None:
         return
     kind = thinking.get("type") if isinstance(thinking, dict) else None
@@ -183,10 +191,9 @@ def _validate_thinking(thinking: Any) -> None:
         )
     if kind == "enabled":
         budget = thinking.get("budget_tokens")
-        if isinstance(budget, bool) or not isinstance(budget, int) or budget < MIN_THINKING_BUDGET:
+        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
             raise _bad(
-                "thinking.budget_tokens",
-                f"Input should be an integer >= {MIN_THINKING_BUDGET} when enabled; got {budget!r}",
+                "thinking.budget_tokens", f"Input should be a positive integer when enabled; got {budget!r}"
             )
 
 
@@ -360,7 +367,8 @@ def _tool_choice(tc: Mapping[str, Any]) -> str | dict[str, Any]:
 def to_canonical(body: Mapping[str, Any]) -> dict[str, Any]:
     """A validated Anthropic Messages body → canonical Chat Completions body.
 
-    ``system`` → a first system message; ``tool_result`` blocks → ``tool`` messages placed before the
+    ``system`` → a first system message; ``system`` entries inside ``messages`` → system messages at
+    their place in the conversation; ``tool_result`` blocks → ``tool`` messages placed before the
     rest of their user turn; ``tool_use`` → ``tool_calls``; images → ``image_url`` parts (data URLs for
     base64); ``thinking`` blocks → ``reasoning_content`` + ``thinking_blocks``; ``stop_sequences`` →
     ``stop``; ``thinking.budget_tokens`` → ``reasoning_effort``; ``metadata.user_id`` → ``user``."""
@@ -371,6 +379,8 @@ def to_canonical(body: Mapping[str, Any]) -> dict[str, Any]:
     for m in body.get("messages") or ():
         if m["role"] == "user":
             messages.extend(_user_messages(m["content"]))
+        elif m["role"] == "system":
+            messages.append({"role": "system", "content": _text(m["content"])})
         else:
             messages.append(_assistant_message(m["content"]))
     out: dict[str, Any] = {"messages": messages, "max_tokens": body["max_tokens"]}

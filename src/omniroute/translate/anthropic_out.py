@@ -157,6 +157,10 @@ class AnthropicStreamEncoder:
         self.finish: str | None = None
         self.usage: dict[str, Any] | None = None
 
+    def keepalive(self) -> bytes:
+        """Bytes that keep a stream alive before its first content: Anthropic's ``ping`` event."""
+        return sse("ping", {"type": "ping"})
+
     def start(self) -> bytes:
         return b""
 

@@ -18,6 +18,7 @@ from omniroute.errors import GatewayError
 from omniroute.translate._common import (
     NATIVE,
     SIG_SEP,
+    SSE_COMMENT,
     loads_object,
     new_id,
     signature_of,
@@ -146,6 +147,10 @@ class GeminiStreamEncoder:
         self.native = False
         self.calls: dict[int, dict[str, str]] = {}
         self.finish: str | None = None
+
+    def keepalive(self) -> bytes:
+        """Bytes that keep a stream alive before its first content: an SSE comment line."""
+        return SSE_COMMENT
 
     def start(self) -> bytes:
         return b""

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from omniroute.errors import GatewayError
-from omniroute.translate._common import new_id, sse, text_of, usage_numbers
+from omniroute.translate._common import SSE_COMMENT, new_id, sse, text_of, usage_numbers
 from omniroute.values import Usage
 
 _INCOMPLETE = {"length": "max_output_tokens", "content_filter": "content_filter"}
@@ -173,6 +173,10 @@ class ResponsesStreamEncoder:
         r = base_response(self.resp_id, self.created_at, self.model, self.body)
         r["status"] = status
         return r
+
+    def keepalive(self) -> bytes:
+        """Bytes that keep a stream alive before its first content: an SSE comment line."""
+        return SSE_COMMENT
 
     def start(self) -> bytes:
         return b""
