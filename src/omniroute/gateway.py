@@ -28,7 +28,7 @@ from omniroute.errors import AuthenticationFailed, BudgetExceeded, PermissionDen
 from omniroute.observe.batch import BatchWriter
 from omniroute.observe.metrics import Metrics
 from omniroute.providers.catalog import Catalog
-from omniroute.providers.upstream import AttemptTimeouts, UpstreamClient
+from omniroute.providers.upstream import AttemptTimeouts, ReadLimits, UpstreamClient
 from omniroute.routing.decision import Decision, expand_stored
 from omniroute.routing.engine import Engine, Outcome, RetrySettings, StreamOutcome
 from omniroute.routing.multicall import execute_multi_call, is_multi_call
@@ -73,7 +73,10 @@ class Gateway:
                 ttft_s=config.resilience.timeouts.ttft_s,
                 idle_s=config.resilience.timeouts.idle_s,
                 total_s=config.resilience.timeouts.total_s,
-            )
+            ),
+            limits=ReadLimits.from_mb(
+                config.upstream_limits.max_response_mb, config.upstream_limits.max_event_mb
+            ),
         )
         # STORE-2: shared routing state in Redis when configured (degrades to local state), else local
         self.redis_state: ResilientRoutingState | None = None

@@ -34,6 +34,8 @@ from omniroute.config import (
     DEFAULT_MAPPING_PRIORITY,
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_MAX_BODY_MB,
+    DEFAULT_MAX_EVENT_MB,
+    DEFAULT_MAX_RESPONSE_MB,
     DEFAULT_PORT,
     DEFAULT_REQUIRE_API_KEY,
     DEFAULT_RESET_TIMEOUT_S,
@@ -64,6 +66,7 @@ from omniroute.config import (
     RetriesConfig,
     ServerConfig,
     TimeoutsConfig,
+    UpstreamLimitsConfig,
     normalize_strategy,
 )
 
@@ -164,6 +167,7 @@ class _Server(_Edge):
     max_body_mb: _Float = Field(DEFAULT_MAX_BODY_MB, gt=0)
     workers: _Int = Field(DEFAULT_WORKERS, ge=1)
     stream_keepalive_s: _Float = Field(DEFAULT_STREAM_KEEPALIVE_S, ge=0)
+    allowed_hosts: list[_Str] = []
 
 
 class _ApiKey(_Edge):
@@ -293,6 +297,11 @@ class _Resilience(_Edge):
     timeouts: _Timeouts | None = None
 
 
+class _UpstreamLimits(_Edge):
+    max_response_mb: _Float = Field(DEFAULT_MAX_RESPONSE_MB, gt=0)
+    max_event_mb: _Float = Field(DEFAULT_MAX_EVENT_MB, gt=0)
+
+
 class _Auto(_Edge):
     exploration_rate: _Float = Field(DEFAULT_EXPLORATION_RATE, ge=0, le=1)
     default_variant: _Str | None = None
@@ -311,6 +320,7 @@ class _Root(_Edge):
     fallback_chains: dict[str, list[_ChainEntry] | None] | None = None
     resilience: _Resilience | None = None
     auto: _Auto | None = None
+    upstream_limits: _UpstreamLimits | None = None
     combo_defaults: _ComboOptions | None = None
 
 
@@ -373,7 +383,10 @@ def _freeze(value: Any) -> Any:
 
 
 def _convert(root: _Root, errors: list[tuple[str, str]]) -> Config:
-    server = ServerConfig(**root.server.model_dump()) if root.server else ServerConfig()
+    server = ServerConfig()
+    if root.server:
+        dumped = root.server.model_dump()
+        server = ServerConfig(**dumped | {"allowed_hosts": tuple(h.lower() for h in dumped["allowed_hosts"])})
 
     api_keys = tuple(
         ApiKeyConfig(
@@ -449,6 +462,9 @@ def _convert(root: _Root, errors: list[tuple[str, str]]) -> Config:
         fallback_chains=MappingProxyType(chains),
         resilience=resilience,
         auto=auto,
+        upstream_limits=UpstreamLimitsConfig(**root.upstream_limits.model_dump())
+        if root.upstream_limits
+        else UpstreamLimitsConfig(),
         combo_defaults=_freeze(root.combo_defaults.model_dump(exclude_unset=True))
         if root.combo_defaults
         else MappingProxyType({}),

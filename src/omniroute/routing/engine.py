@@ -26,6 +26,7 @@ from omniroute.errors import (
     ExhaustedError,
     Overloaded,
     RateLimited,
+    ResponseTooLarge,
     ServerError,
     StreamBroken,
     Timeout,
@@ -544,7 +545,7 @@ class Engine:
                     headers["Retry-After"] = str(max(1, math.ceil(min(hints))))
             elif all(isinstance(e, Timeout) for e in errors):
                 status = 504
-            elif all(isinstance(e, ConnectionFailed) for e in errors):
+            elif all(isinstance(e, (ConnectionFailed, ResponseTooLarge)) for e in errors):
                 status = 502
             elif len(statuses) == 1 and 400 <= next(iter(statuses)) < 500 and not statuses & _GATEWAY_CREDS:
                 status = next(iter(statuses))  # one meaningful client-side status, e.g. 404 or 402
