@@ -34,6 +34,7 @@ from omniroute.errors import (
 )
 from omniroute.providers.upstream import AttemptTimeouts, UpstreamClient, UpstreamResponse
 from omniroute.resilience.ladder import LadderContext, Resilience
+from omniroute.resilience.redact import redact_error
 from omniroute.routing.decision import Decision
 from omniroute.typing import ProviderAdapter, StreamParser
 from omniroute.values import Candidate, ChatRequest, Usage
@@ -116,7 +117,7 @@ class StreamOutcome:
                 try:
                     self._feed(events, out)
                 except UpstreamError as exc:
-                    err = exc
+                    err = redact_error(exc, self.candidate.connection.secret)
                 if err is None and self.parser.done:
                     self.finished = True
                     out.extend(self._finish())
@@ -353,6 +354,7 @@ class Engine:
             try:
                 out = await self._attempt(cand, req, budget.deadline)
             except UpstreamError as err:
+                redact_error(err, cand.connection.secret)  # before any sink sees the upstream's text
                 await state.decr_inflight(cand.connection.id)
                 ms = (time.monotonic() - t0) * 1000
                 decision.attempts.append(
