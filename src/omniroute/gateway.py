@@ -315,7 +315,7 @@ class Gateway:
         """The API key record for the request, or ``None`` when keys are not required.
 
         Raises :class:`AuthenticationFailed` (401) for a missing or unknown key when
-        ``server.require_api_key`` is on, or for an unknown key presented anyway (API-8).
+        ``server.require_api_key`` is on, and for a non-ASCII key always (no key can be one) (API-8).
         """
         key = None
         auth = headers.get("authorization")
@@ -327,6 +327,8 @@ class Gateway:
             if self.config.server.require_api_key:
                 raise AuthenticationFailed("Missing API key: send 'Authorization: Bearer <key>'.")
             return None
+        if not key.isascii():
+            raise AuthenticationFailed("Invalid API key: keys are ASCII text.")
         rec = self._key_memo.get(key)
         if rec is not None:
             return rec
