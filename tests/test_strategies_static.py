@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from omniroute.config import ROUTING_STRATEGY_VALUES
+from omniroute.core.combo import ROUTING_STRATEGY_VALUES
 from omniroute.routing.strategies import (
     INHERIT,
     ComboSettings,

@@ -1,16 +1,17 @@
 """The strategy registry: strategy name → :class:`~omniroute.typing.Strategy` (COMBO-3; DESIGN 6).
 
 The built-in registry holds one object per name of
-:data:`~omniroute.config.ROUTING_STRATEGY_VALUES` (19). :func:`register_strategy` adds or replaces a
-name (plugins, tests, the simulator); it is the one deliberate piece of process-wide mutable state
-in routing, filled at import with stateless objects and no I/O.
+:data:`~omniroute.core.combo.ROUTING_STRATEGY_VALUES` (19). :func:`register_strategy` adds or replaces
+a name (plugins, tests, the simulator); a registered name is valid in a combo's ``strategy`` from then
+on (the management API and the CLI validate against :func:`strategy_names`). It is the one deliberate
+piece of process-wide mutable state in routing, filled at import with stateless objects and no I/O.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from omniroute.config import ROUTING_STRATEGY_VALUES
+from omniroute.core.combo import ROUTING_STRATEGY_VALUES
 from omniroute.routing.strategies.affinity import CacheOptimized, ContextRelay, Lkgp
 from omniroute.routing.strategies.chance import P2C, RandomOrder, Weighted
 from omniroute.routing.strategies.delegates import AutoDelegate, DefinitionOrder
@@ -85,7 +86,7 @@ def get_strategy(name: str) -> Strategy:
 
 
 def register_strategy(strategy: Strategy, name: str | None = None) -> None:
-    """Register (or replace) a strategy by name."""
+    """Register (or replace) a strategy by name; combos may use the name from then on."""
     _REGISTRY.register(strategy, name)
 
 
