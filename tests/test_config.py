@@ -396,6 +396,17 @@ def test_strategy_aliases_normalise_to_canonical_names() -> None:
     assert cfg.combos[0].strategy == "least-used"
 
 
+def test_a_registered_strategy_name_is_kept() -> None:
+    """COMBO-3: a strategy registered beside the 19 is valid in a config-file combo (any case) and is
+    kept, not replaced by priority; names nobody registered are still an error."""
+    names = (*ROUTING_STRATEGY_VALUES, "last-first")
+    cfg = config_from_dict({"combos": [{"name": "c", "strategy": "Last_First"}]}, env={}, strategies=names)
+    assert cfg.combos[0].strategy == "last-first"
+    assert "combos[0].strategy: unknown strategy 'last-first'" in error_of(
+        {"combos": [{"name": "c", "strategy": "last-first"}]}
+    )
+
+
 @pytest.mark.parametrize(
     ("section", "items", "path"),
     [
