@@ -22,7 +22,7 @@ import typer
 from omniroute.cli.common import ConfigOpt, console, err_console, load_or_exit
 from omniroute.config import Config
 
-app = typer.Typer(help="Combos: named routing recipes (COMBO-1).", no_args_is_help=True)
+app = typer.Typer(help="Combos: named routing recipes.", no_args_is_help=True)
 _load = load_or_exit
 
 
