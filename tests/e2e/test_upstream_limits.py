@@ -115,11 +115,13 @@ def test_a_gzip_bomb_is_not_inflated_past_the_limit(rig: Rig) -> None:
 
 def test_an_event_far_over_the_limit_is_refused_before_it_is_buffered() -> None:
     sse = SseAssembler(MB, "p")
-    sse.feed(b'data: {"a": 1}\n\ndata: ')
+    assert sse.feed(b'data: {"a": 1}\n\ndata: ') == ([("", b'{"a": 1}')], False)
+    fed = 0
     with pytest.raises(ResponseTooLarge):
         for _ in range(1000):
             sse.feed(b"x" * 4096)
-    assert sse._partial_size <= MB + 4096
+            fed += 4096
+    assert fed <= MB, "refused at the limit, not after the whole event"
 
 
 def test_a_100_mb_event_is_assembled_in_linear_time() -> None:
