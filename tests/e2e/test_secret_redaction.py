@@ -54,7 +54,7 @@ def leaky(tmp_path: Path) -> Iterator[tuple[GatewayThread, FakeProviderThread]]:
 
 
 def client_calls(gw: GatewayThread) -> list[httpx.Response]:
-    """One failing request per provider through each of the four client surfaces."""
+    """One failing request per provider through each of the four client surfaces, and embeddings."""
     out: list[httpx.Response] = []
     msgs = [{"role": "user", "content": "hi"}]
     for p in FAULTS:
@@ -70,6 +70,8 @@ def client_calls(gw: GatewayThread) -> list[httpx.Response]:
         calls.append((f"/v1beta/models/{model}:{gemini}", contents))
         for path, body in calls:
             out.append(httpx.post(f"{gw.url}{path}", json=body, timeout=30))
+    embeddings = {"model": "p500/m-p500", "input": "hi"}
+    out.append(httpx.post(f"{gw.url}/v1/embeddings", json=embeddings, timeout=30))
     return out
 
 
