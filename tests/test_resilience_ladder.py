@@ -46,9 +46,15 @@ def cand(
     )
 
 
+# RESIL-1's own breaker timings (30 s, doubling); the shipped 10 s defaults are covered by the
+# recovery tests.
+RESIL1 = {"reset_timeout_s": 30.0, "max_reset_timeout_s": 480.0}
+
+
 def make(**breaker: Any) -> tuple[Resilience, FakeClock]:
     clock = FakeClock(T0)
-    return Resilience(MemoryRoutingState(clock), clock, BreakerSettings(**breaker)), clock
+    settings = BreakerSettings(**{**RESIL1, **breaker})
+    return Resilience(MemoryRoutingState(clock), clock, settings), clock
 
 
 def ctx(clock: FakeClock, **kw: Any) -> LadderContext:
@@ -330,7 +336,7 @@ async def test_recheck_keeps_a_probe_we_hold_and_drops_it_when_excluded() -> Non
         base_s=3,
         max_s=300,
         max_hint_s=1800,
-        reason="rl",
+        reason="rate limited (429)",
         last_error="",
     )
     assert await r.recheck(a) is not None

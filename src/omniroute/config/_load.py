@@ -22,6 +22,7 @@ from omniroute.config import (
     DEFAULT_COOLDOWN_BASE_S,
     DEFAULT_COOLDOWN_MAX_HINT_S,
     DEFAULT_COOLDOWN_MAX_S,
+    DEFAULT_COOLDOWN_SERVER_ERROR_MAX_S,
     DEFAULT_DATABASE_URL,
     DEFAULT_EXPLORATION_RATE,
     DEFAULT_FAILURE_THRESHOLD,
@@ -34,6 +35,7 @@ from omniroute.config import (
     DEFAULT_MAPPING_PRIORITY,
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_MAX_BODY_MB,
+    DEFAULT_MAX_RESET_TIMEOUT_S,
     DEFAULT_PORT,
     DEFAULT_REQUIRE_API_KEY,
     DEFAULT_RESET_TIMEOUT_S,
@@ -259,6 +261,7 @@ class _ChainEntry(_Edge):
 class _CircuitBreaker(_Edge):
     failure_threshold: _Int = Field(DEFAULT_FAILURE_THRESHOLD, ge=1)
     reset_timeout_s: _Float = Field(DEFAULT_RESET_TIMEOUT_S, gt=0)
+    max_reset_timeout_s: _Float = Field(DEFAULT_MAX_RESET_TIMEOUT_S, gt=0)
     half_open_probes: _Int = Field(DEFAULT_HALF_OPEN_PROBES, ge=1)
 
 
@@ -266,6 +269,7 @@ class _Cooldown(_Edge):
     base_s: _Float = Field(DEFAULT_COOLDOWN_BASE_S, gt=0)
     max_s: _Float = Field(DEFAULT_COOLDOWN_MAX_S, gt=0)
     max_hint_s: _Float = Field(DEFAULT_COOLDOWN_MAX_HINT_S, gt=0)
+    server_error_max_s: _Float = Field(DEFAULT_COOLDOWN_SERVER_ERROR_MAX_S, gt=0)
 
 
 class _Lockout(_Edge):
