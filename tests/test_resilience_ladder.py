@@ -34,7 +34,7 @@ def cand(
     model: str = "m",
     *,
     window: int = 128_000,
-    caps: frozenset[str] = ALL_CAPS,
+    caps: frozenset[str] | None = ALL_CAPS,
     active: bool = True,
     max_concurrent: int | None = None,
 ) -> Candidate:
@@ -251,13 +251,24 @@ async def test_precall_fails_open_when_it_would_remove_everyone() -> None:
 
 
 async def test_precall_keeps_unknown_windows_and_capabilities() -> None:
-    """RESIL-8: unknown (0) windows and unlisted capabilities are not grounds to skip."""
-    unknown = cand("a", window=0, caps=frozenset())
+    """RESIL-8: unknown (0) windows and unknown capabilities are not grounds to skip."""
+    unknown = cand("a", window=0, caps=None)
     res = await PreCallFilter()(
         [unknown],
         LadderContext(now=T0, estimated_prompt_tokens=10**6, required_capabilities=frozenset({"tools"})),
     )
     assert res.survivors == [unknown]
+
+
+async def test_precall_skips_declared_empty_capabilities_but_keeps_unknown_ones() -> None:
+    """RESIL-8: capabilities declared empty mean none (skipped when tools are needed); unknown
+    capabilities are kept."""
+    none, unknown = cand("a", caps=frozenset()), cand("b", caps=None)
+    res = await PreCallFilter()(
+        [none, unknown], LadderContext(now=T0, required_capabilities=frozenset({"tools"}))
+    )
+    assert keys(res.survivors) == [unknown.key]
+    assert [e.reason for e in res.exclusions] == ["lacks capability: tools"]
 
 
 async def test_after_context_overflow_only_larger_windows_remain() -> None:

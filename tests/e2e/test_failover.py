@@ -135,3 +135,47 @@ def test_recovered_primary_serves_again_within_15s_of_any_outage(rig: Rig, outag
     probes = [h for h in hits if h >= opened_at]
     assert all(b - a >= PROBE_INTERVAL_S for a, b in itertools.pairwise(probes)), probes
     assert served_by(chat(gw)) == "pa"
+
+
+# -- declared capabilities in pre-call checks (RESIL-8) -------------------------------------------
+
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
+
+
+def caps_models(primary: list[str] | None, fallback: list[str] | None) -> dict[str, list[dict[str, Any]]]:
+    """Model ``m`` on pa and pb, with ``capabilities`` set to the given list or left out (``None``)."""
+
+    def entry(caps: list[str] | None) -> list[dict[str, Any]]:
+        m: dict[str, Any] = {"id": "m", "context_window": 128000}
+        if caps is not None:
+            m["capabilities"] = caps
+        return [m]
+
+    return {"pa": entry(primary), "pb": entry(fallback)}
+
+
+def test_declared_empty_capabilities_skip_the_model_for_a_tools_request(rig: Rig) -> None:
+    """RESIL-8: ``capabilities: []`` means none — a request with tools skips A for B (whose
+    capabilities are unknown); a request without tools still goes to A."""
+    gw = rig.gateway(models=caps_models([], None))
+    r = chat(gw, tools=TOOLS)
+    assert r.status_code == 200 and served_by(r) == "pb"
+    assert rig.fakes["a"].calls() == 0
+    assert served_by(chat(gw)) == "pa"
+    listed = {p["id"]: p["models"][0] for p in httpx.get(f"{gw.url}/api/providers").json()["data"]}
+    assert listed["pa"]["capabilities"] == [] and listed["pb"]["capabilities"] is None
+
+
+def test_missing_capabilities_are_unknown_and_never_skipped(rig: Rig) -> None:
+    """RESIL-8: no ``capabilities`` key means unknown — A serves a tools request although B declares
+    ``tools``."""
+    gw = rig.gateway(models=caps_models(None, ["tools"]))
+    r = chat(gw, tools=TOOLS)
+    assert r.status_code == 200 and served_by(r) == "pa"
+
+
+def test_capabilities_lacking_the_needed_one_skip_the_model(rig: Rig) -> None:
+    """RESIL-8: A declaring only ``vision`` is skipped for a tools request when B declares ``tools``."""
+    gw = rig.gateway(models=caps_models(["vision"], ["tools"]))
+    r = chat(gw, tools=TOOLS)
+    assert r.status_code == 200 and served_by(r) == "pb"

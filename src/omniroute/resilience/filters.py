@@ -241,9 +241,9 @@ class PreCallFilter:
 
     Excludes candidates whose known context window is smaller than the estimated prompt, or that
     lack a required capability; if that would remove every candidate, none is removed (fail-open).
-    A model with no listed capabilities is treated as unknown and kept. After a context overflow,
-    windows below ``ctx.min_context`` are removed unconditionally (that limit is a fact from the
-    upstream, not an estimate); unknown windows (0) are kept.
+    Capabilities declared empty mean "none"; a model whose capabilities are unknown (``None``) is
+    kept. After a context overflow, windows below ``ctx.min_context`` are removed unconditionally
+    (that limit is a fact from the upstream, not an estimate); unknown windows (0) are kept.
     """
 
     __slots__ = ()
@@ -289,7 +289,7 @@ class PreCallFilter:
         if window and ctx.estimated_prompt_tokens > window:
             reasons.append(f"context window {window} < estimated prompt {ctx.estimated_prompt_tokens} tokens")
         caps = cand.model.capabilities
-        if ctx.required_capabilities and caps:
+        if ctx.required_capabilities and caps is not None:  # None = unknown, never skipped
             missing = sorted(ctx.required_capabilities - caps)
             if missing:
                 reasons.append(f"lacks capability: {', '.join(missing)}")
