@@ -1,5 +1,5 @@
 """Failover through the HTTP API on a fake clock: recovery of a primary after an outage (RESIL-11),
-reset hints written in words (RESIL-13), and declared-empty capabilities in pre-call checks (RESIL-8).
+declared-empty capabilities in pre-call checks (RESIL-8) and reset hints written in words (RESIL-13).
 
 A gateway in front of two fake providers: ``pa`` (fake A, the primary) and ``pb`` (fake B, the
 fallback), model ``m`` routed through the chain ``m: [pa, pb]`` with the shipped resilience defaults.
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -179,3 +180,25 @@ def test_capabilities_lacking_the_needed_one_skip_the_model(rig: Rig) -> None:
     gw = rig.gateway(models=caps_models(["vision"], ["tools"]))
     r = chat(gw, tools=TOOLS)
     assert r.status_code == 200 and served_by(r) == "pb"
+
+
+# -- reset hints in words (RESIL-13) ---------------------------------------------------------------
+
+
+def test_429_resetting_in_days_cools_for_max_hint_and_shows_the_real_reset(rig: Rig) -> None:
+    """RESIL-13: "Resets in 92h27m28s" in a 429 body cools A for cooldown.max_hint_s (30 min) instead
+    of a 3 s backoff; GET /api/resilience names the real reset; after the 30 min A is tried again."""
+    gw = rig.gateway()
+    a = rig.fakes["a"]
+    a.set_behaviour("m", "fail-429+msg-You_have_hit_your_usage_limit._Resets_in_92h27m28s.")
+    rig.at(0)
+    assert served_by(chat(gw)) == "pb"
+    cooldown = resilience(gw)["cooldowns"]["a1"]
+    assert cooldown["until"] == T0 + 1800
+    reset = datetime.fromtimestamp(T0 + 92 * 3600 + 27 * 60 + 28, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert cooldown["reason"] == f"rate limited (429, resets {reset})"
+    rig.at(1799)
+    assert served_by(chat(gw)) == "pb" and a.calls() == 1
+    a.set_behaviour("m", "")
+    rig.at(1800)
+    assert served_by(chat(gw)) == "pa"

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from omniroute.errors import AuthInvalid, Overloaded, RateLimited, UpstreamError
-from omniroute.resilience._fmt import short
+from omniroute.resilience._fmt import reset_note, short, with_status
 from omniroute.resilience.events import TransitionLog
 from omniroute.state.base import RoutingState
 from omniroute.state.records import Change, CooldownRecord
@@ -39,15 +39,18 @@ class CooldownSettings:
 _RATE_LIMITED = "rate limited"
 
 
-def cooldown_cause(err: UpstreamError) -> str:
-    """Cause text of a cooldown, e.g. ``rate limited (429)`` or ``overloaded (529)``."""
+def cooldown_cause(err: UpstreamError, now: float = 0.0, max_hint_s: float | None = None) -> str:
+    """Cause text of a cooldown, e.g. ``rate limited (429)`` or ``overloaded (529)``. When the
+    upstream's wait hint is longer than ``max_hint_s``, the cooldown is shorter than the real reset,
+    so the text names that reset (UTC): ``rate limited (429, resets 2026-12-05T22:27:28Z)``
+    (RESIL-13)."""
     if isinstance(err, Overloaded):
         what = "overloaded"
     elif isinstance(err, RateLimited):
         what = _RATE_LIMITED
     else:
         what = "retry-after requested"
-    return f"{what} ({err.upstream_status})" if err.upstream_status else what
+    return with_status(what, err, reset_note(err, now, max_hint_s))
 
 
 def is_failure_cooldown(rec: CooldownRecord) -> bool:
@@ -97,7 +100,7 @@ class ConnectionCooldown:
                 base_s=s.base_s,
                 max_s=max_s,
                 max_hint_s=max_hint_s,
-                reason=cooldown_cause(err),
+                reason=cooldown_cause(err, now, max_hint_s),
                 last_error=short(err.message),
             )
             return self._logged(change, now)
