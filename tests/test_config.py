@@ -648,3 +648,15 @@ def test_combo_defaults_are_parsed_frozen_and_validated() -> None:
         cfg.combo_defaults["x"] = 1  # type: ignore[index]
     with pytest.raises(ConfigError, match=r"combo_defaults\.stickyRoundRobinLimit"):
         config_from_dict({"combo_defaults": {"stickyRoundRobinLimit": 0}})
+
+
+def test_resilience_doc_spells_out_the_builtin_defaults(tmp_path: Path) -> None:
+    """RESIL-11: the settings block of docs/RESILIENCE.md is the built-in resilience defaults, and
+    its reference table lists every one of those settings."""
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "RESILIENCE.md").read_text(encoding="utf-8")
+    block = doc.split("```yaml\n", 1)[1].split("```", 1)[0]
+    cfg = load_config(write(tmp_path, block), env={})
+    assert cfg.resilience == load_config(None, env={}).resilience
+    for section in dataclasses.fields(cfg.resilience):
+        for knob in dataclasses.fields(getattr(cfg.resilience, section.name)):
+            assert f"`{section.name}.{knob.name}`" in doc, (section.name, knob.name)
