@@ -134,7 +134,7 @@ def test_recovered_primary_serves_again_within_15s_of_any_outage(rig: Rig, outag
     assert back_at is not None and back_at - outage_s <= 15, (back_at, hits)
     assert opened_at is not None, "the outage opened A's breaker"
     probes = [h for h in hits if h >= opened_at]
-    assert all(b - a >= PROBE_INTERVAL_S for a, b in itertools.pairwise(probes)), probes
+    assert all(y - x >= PROBE_INTERVAL_S for x, y in itertools.pairwise(probes)), probes
     assert served_by(chat(gw)) == "pa"
 
 
