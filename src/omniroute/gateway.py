@@ -23,6 +23,7 @@ import orjson
 
 from omniroute import bootstrap
 from omniroute.api.deadlines import BodyDeadlines
+from omniroute.clock import Clock, SystemClock
 from omniroute.config import Config, ConfigError
 from omniroute.core.combo import Combo, ComboMapping, missing_targets
 from omniroute.errors import AuthenticationFailed, BudgetExceeded, PermissionDenied
@@ -63,10 +64,14 @@ KEY_MEMO_MAX = 10_000  # plaintext → record cache of valid keys, so a key is h
 
 
 class Gateway:
-    """Process-wide services. Call :meth:`start` once inside the event loop and :meth:`stop` at exit."""
+    """Process-wide services. Call :meth:`start` once inside the event loop and :meth:`stop` at exit.
 
-    def __init__(self, config: Config) -> None:
+    ``clock`` is the time routing state and the ladder read (default the process clock; tests pass a
+    :class:`~omniroute.clock.FakeClock` to drive cooldowns and breakers without waiting)."""
+
+    def __init__(self, config: Config, *, clock: Clock | None = None) -> None:
         self.config = config
+        self.clock: Clock = clock or SystemClock()
         self.store: Store | None = None
         self.client = UpstreamClient(
             AttemptTimeouts(
@@ -85,8 +90,8 @@ class Gateway:
             from omniroute.state.redis import ResilientRoutingState
 
             self.redis_state = ResilientRoutingState.from_url(config.redis_url)
-        self.state: RoutingState = self.redis_state or MemoryRoutingState()
-        self.resilience = bootstrap.build_resilience(config, self.state)
+        self.state: RoutingState = self.redis_state or MemoryRoutingState(self.clock)
+        self.resilience = bootstrap.build_resilience(config, self.state, self.clock)
         self.adapters: dict[str, ProviderAdapter] = bootstrap.adapters()
         self.engine = Engine(
             client=self.client,

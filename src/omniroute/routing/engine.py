@@ -272,7 +272,7 @@ class Engine:
         ``asyncio.CancelledError`` when the client went away (the attempt is recorded as 499), else
         :class:`ExhaustedError` (RESIL-7).
         """
-        ctx = LadderContext.for_request(req.body, now=time.time())
+        ctx = LadderContext.for_request(req.body, now=self.resilience.clock.time())
         resilience = self.resilience
         result = await resilience.filter(candidates, ctx)
         survivors = result.survivors  # a fresh list, only read here
@@ -331,7 +331,7 @@ class Engine:
                 cand.connection.id,
             )
         if failed_before:
-            return await self.resilience.recheck(cand, time.time())
+            return await self.resilience.recheck(cand, self.resilience.clock.time())
         return None
 
     async def _try_candidate(
@@ -378,7 +378,7 @@ class Engine:
                 if wait is None:
                     return None
                 await asyncio.sleep(wait)
-                if await self.resilience.recheck(cand, time.time()) is not None:
+                if await self.resilience.recheck(cand, self.resilience.clock.time()) is not None:
                     return None
                 continue
             except asyncio.CancelledError:
@@ -533,7 +533,7 @@ class Engine:
             ):
                 status = 429
                 records = await self.resilience.state.get_cooldowns({c.connection.id for c in candidates})
-                now = time.time()
+                now = self.resilience.clock.time()
                 waits = [r.until - now for r in records.values() if r.until > now]
                 if waits:
                     headers["Retry-After"] = str(max(1, math.ceil(min(waits))))
