@@ -1,10 +1,11 @@
 """The backend contract of routing state: a small set of generic atomic primitives (STORE-1, STORE-2).
 
-A backend (in-process memory, Redis, …) implements exactly the abstract methods of
-:class:`StatePrimitives`; every domain operation the ladder and the strategies call (breaker failure,
-probe claim, cooldown extend, lockout clear, resets, the ladder's bulk read …) is written once on top
-of them in :class:`~omniroute.state.base.RoutingState`, and each of those is **one** primitive call, so
-atomicity — and the degrade-to-local switch of a shared backend — is decided per primitive.
+A backend (in-process memory, Redis, …) implements the abstract methods of :class:`StatePrimitives`
+and sets its :attr:`~StatePrimitives.local` attribute, nothing else. Every domain operation the ladder
+and the strategies call (breaker failure, probe claim, cooldown extend, lockout clear, resets, the
+ladder's bulk read …) is written once on top of them in :class:`~omniroute.state.base.RoutingState`,
+and each of those is **one** primitive call, so atomicity — and the degrade-to-local switch of a
+shared backend — is decided per primitive.
 
 The primitives, and why each exists:
 
