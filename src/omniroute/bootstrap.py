@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from omniroute.config import Config, ProviderConfig
 from omniroute.providers.catalog import Catalog, ModelOverride, ProviderOverride
 from omniroute.providers.openai_format import OpenAIAdapter
+from omniroute.providers.prices import with_library_prices
 from omniroute.resilience.breaker import BreakerSettings
 from omniroute.resilience.cooldown import CooldownSettings
 from omniroute.resilience.ladder import Resilience
@@ -108,8 +109,9 @@ def _node_override(node: dict[str, Any]) -> ProviderOverride:
 def build_catalog(
     config: Config, nodes: Iterable[dict[str, Any]], simulated: SimulatedFleet | None
 ) -> Catalog:
-    """Built-in catalog + stored provider nodes + config providers (config wins) + simulated ones."""
-    cat = Catalog.builtin()
+    """Built-in catalog priced by genai-prices + stored provider nodes + config providers (config
+    wins) + simulated ones."""
+    cat = with_library_prices(Catalog.builtin())
     by_id = {n["id"]: _node_override(n) for n in nodes}
     for p in config.providers:
         by_id[p.id] = provider_override(p)

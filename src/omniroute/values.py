@@ -88,7 +88,11 @@ class ModelInfo:
 
 @dataclass(frozen=True, slots=True)
 class ProviderInfo:
-    """One provider: wire format, base URL, aliases, models (PROV-1, PROV-2)."""
+    """One provider: wire format, base URL, aliases, models (PROV-1, PROV-2).
+
+    ``local`` marks a server on the operator's machine (Ollama, llama.cpp, vLLM, LM Studio) whose
+    models cost nothing, listed or not.
+    """
 
     id: str
     format: str = "openai"
@@ -98,6 +102,7 @@ class ProviderInfo:
     models: tuple[ModelInfo, ...] = ()
     simulated: bool = False
     embeddings: bool = False
+    local: bool = False
 
     def model(self, model_id: str) -> ModelInfo | None:
         """The catalog entry for ``model_id`` (exact, then case-insensitive), or ``None``."""
