@@ -11,9 +11,11 @@ from pathlib import Path
 
 import genai_prices
 import pytest
+from typer.testing import CliRunner
 
 from omniroute.bootstrap import build_catalog
-from omniroute.config import config_from_dict
+from omniroute.cli.main import app as cli_app
+from omniroute.config import ConfigError, config_from_dict, load_config
 from omniroute.providers.anthropic_format import usage_from_anthropic
 from omniroute.providers.catalog import Catalog, ModelOverride, ProviderOverride
 from omniroute.providers.gemini_format import usage_from_gemini
@@ -220,3 +222,43 @@ def test_building_the_catalog_logs_nothing(caplog: pytest.LogCaptureFixture) -> 
     with caplog.at_level(logging.WARNING):
         with_library_prices(Catalog.builtin())
     assert caplog.records == []
+
+
+def test_catalog_list_shows_where_each_price_comes_from(tmp_path: Path) -> None:
+    """PROV-2: ``omniroute catalog list`` names the library version, the config, the catalog file
+    or ``local`` for each model's price."""
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        f"database_url: sqlite:///{tmp_path}/o.db\n"
+        "providers:\n  - id: openai\n    models:\n      - {id: o3, input_price: 1.5, output_price: 6}\n"
+    )
+    result = CliRunner().invoke(cli_app, ["catalog", "list", "--config", str(config)], env={"COLUMNS": "300"})
+    assert result.exit_code == 0, result.output
+    rows = {tuple(line.split("│")[1:4:2]): line for line in result.output.splitlines() if "│" in line}
+    sources = {(p.strip(), m.strip()): line.split("│")[-2].strip() for (p, m), line in rows.items()}
+    assert sources[("openai", "gpt-5")] == SOURCE
+    assert sources[("openai", "o3")] == "config"
+    assert sources[("openai", "text-embedding-3-small")] == "catalog"
+    assert sources[("ollama", "llama3.2")] == "local"
+
+
+def test_a_refreshed_catalog_is_served_when_the_config_names_it(tmp_path: Path) -> None:
+    """PROV-2: ``catalog refresh FILE -o OUT`` writes a catalog the gateway serves via
+    ``catalog_file``; models it adds keep the file's price unless the library knows them."""
+    source = tmp_path / "models.dev.json"
+    source.write_text(
+        '{"openai": {"models": {"gpt-new": {"id": "gpt-new", "cost": {"input": 7, "output": 9},'
+        ' "limit": {"context": 64000, "output": 8000}}}}}'
+    )
+    out = tmp_path / "refreshed.json"
+    result = CliRunner().invoke(cli_app, ["catalog", "refresh", str(source), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    config = tmp_path / "config.yaml"
+    config.write_text(f"database_url: sqlite:///{tmp_path}/o.db\ncatalog_file: refreshed.json\n")
+    served = build_catalog(load_config(config, env={}), (), None)
+    new = model(served, "openai", "gpt-new")
+    assert (new.input_price, new.output_price, new.price_source) == (7.0, 9.0, "catalog")
+    assert model(served, "openai", "gpt-5").price_source == SOURCE
+    config.write_text(f"database_url: sqlite:///{tmp_path}/o.db\ncatalog_file: missing.json\n")
+    with pytest.raises(ConfigError, match="catalog_file"):
+        build_catalog(load_config(config, env={}), (), None)
