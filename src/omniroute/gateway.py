@@ -111,6 +111,7 @@ class Gateway:
         self.keys_by_hash: dict[str, dict[str, Any]] = {}
         self.keys_by_id: dict[str, dict[str, Any]] = {}
         self._key_memo: dict[str, dict[str, Any]] = {}
+        self._unpriced_warned: set[str] = set()
         self._rid_prefix = os.urandom(6).hex()
         self._rid_counter = itertools.count(1)
         self.usage: BatchWriter[dict[str, Any]] | None = None
@@ -451,6 +452,9 @@ class Gateway:
             return
         u = usage or Usage()
         cost = u.cost_usd(cand.model) if cand is not None else 0.0
+        price_unknown = cand is not None and not cand.model.price_known
+        if price_unknown and cand is not None:
+            self._warn_price_unknown(cand)
         if member is None:  # a member call is part of its request, observed once by the main row
             self.metrics.observe_request(decision, status, cand, usage, latency_ms, ttft_ms, cost)
         self.usage.put(
@@ -470,6 +474,10 @@ class Gateway:
                 "prompt_tokens": u.prompt_tokens,
                 "completion_tokens": u.completion_tokens,
                 "cached_tokens": u.cached_tokens,
+                "cache_write_tokens": u.cache_write_tokens,
+                "cache_write_1h_tokens": u.cache_write_1h_tokens,
+                "reasoning_tokens": u.reasoning_tokens,
+                "price_unknown": price_unknown,
                 "cost_usd": cost,
                 "error": error,
                 "stream": req.stream,
@@ -481,6 +489,17 @@ class Gateway:
             rec = self.keys_by_id.get(req.api_key_id)
             if rec is not None:
                 rec["spent_usd"] = float(rec.get("spent_usd") or 0) + cost
+
+    def _warn_price_unknown(self, cand: Candidate) -> None:
+        """Log once per model that its requests are recorded at $0 (OBS-1)."""
+        if cand.model_str in self._unpriced_warned:
+            return
+        self._unpriced_warned.add(cand.model_str)
+        log.warning(
+            "No price known for %s: its requests are recorded at $0 and flagged price_unknown. "
+            "Set input_price and output_price under providers[].models[] in the config.",
+            cand.model_str,
+        )
 
     async def _write_decisions(self, batch: list[Decision]) -> None:
         """Decision sink: serialised here, off the request path (OBS-2), in stretches of at most

@@ -36,17 +36,11 @@ class PricedUsage(Usage):
 
 def add_usage(a: Usage, b: Usage | None) -> Usage:
     """Token-wise sum (plain :class:`Usage`; costs are tracked separately)."""
-    if b is None:
-        return Usage(a.prompt_tokens, a.completion_tokens, a.cached_tokens)
-    return Usage(
-        a.prompt_tokens + b.prompt_tokens,
-        a.completion_tokens + b.completion_tokens,
-        a.cached_tokens + b.cached_tokens,
-    )
+    return a + Usage() if b is None else a + b
 
 
 def priced(usage: Usage, cost: float) -> PricedUsage:
-    return PricedUsage(usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens, cost=cost)
+    return PricedUsage(**{f.name: getattr(usage, f.name) for f in fields(Usage)}, cost=cost)
 
 
 class _NoUpstream:

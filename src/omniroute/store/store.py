@@ -48,7 +48,7 @@ class Store(ConnectionsRepo, ApiKeysRepo, CombosRepo, RoutingRepo, UsageRepo):
       ``update_mapping``, ``delete_mapping``, ``upsert_mapping_by_pattern``, ``upsert_mapping_from_config``
     * fallback chains (RESIL-4): ``list_chains``, ``set_chain``, ``delete_chain``; auto exclusions
       (AUTO-2): ``list_exclusions``, ``add_exclusion``, ``remove_exclusion``
-    * usage (OBS-1): ``write_usage``, ``usage_stats``, ``recent_usage``; decisions (OBS-2):
+    * usage (OBS-1): ``write_usage``, ``usage_stats``, ``usage_summary``, ``recent_usage``; decisions (OBS-2):
       ``save_decisions``, ``get_decision``; responses: ``save_response``, ``get_response``; ``prune``
     """
 

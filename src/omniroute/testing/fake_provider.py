@@ -54,6 +54,9 @@ argument fragment (the SPEC RESIL-9 commit point); the "preamble" is what comes 
 | ``gzip-bomb-MB`` | non-streaming: the same padded body sent ``Content-Encoding: gzip``, compressed as it is written (a few KB on the wire inflate to MB megabytes) |
 | ``huge-event-MB`` | streaming: before the answer, one event ``data: {"x_pad": "aaa…"}`` of MB megabytes with no line break, written in 64 KB pieces |
 | ``echo-key`` | the message of ``fail-*`` replies and error events ends with ``: KEY``, the API key the request carried (``Authorization: Bearer``, ``x-api-key``, ``x-goog-api-key`` or ``?key=``), as some OpenAI-compatible servers do |
+| ``prompt-N`` | report N prompt tokens whatever the prompt's length (long-context prices) |
+| ``cache-read-N`` | N of the prompt tokens are reported as cache reads (OpenAI ``prompt_tokens_details.cached_tokens``, Anthropic ``cache_read_input_tokens``, Gemini ``cachedContentTokenCount``) |
+| ``cache-write-N``, ``cache-write-1h-N`` | N prompt tokens are reported as written to the cache for 5 minutes / 1 hour (Anthropic ``cache_creation_input_tokens`` with ``cache_creation.ephemeral_5m_input_tokens`` / ``ephemeral_1h_input_tokens``; OpenAI ``prompt_tokens_details.cache_write_tokens``, as OpenRouter reports them; Gemini has no cache writes) |
 | ``reasoning`` | a reasoning delta before the answer (OpenAI ``delta.reasoning_content``, Anthropic thinking block with ``thinking_delta`` + ``signature_delta``, Gemini part with ``thought: true``) |
 
 Shapes. Error bodies: OpenAI ``{"error": {message, type, param, code}}`` (401 ``invalid_api_key``,
@@ -528,11 +531,17 @@ class FakeProvider:
             reasoning=reasoning,
             tool_calls=calls,
             finish=finish,
-            prompt_tokens=prompt.words,
+            prompt_tokens=max(
+                prompt.words if behaviour.prompt_tokens is None else behaviour.prompt_tokens,
+                behaviour.cache_read + behaviour.cache_write + behaviour.cache_write_1h,
+            ),
             completion_tokens=completion_words,
             usage=behaviour.usage,
             include_usage=prompt.include_usage,
             chunks=behaviour.chunks,
+            cache_read=behaviour.cache_read,
+            cache_write=behaviour.cache_write,
+            cache_write_1h=behaviour.cache_write_1h,
         )
 
     def _embedding_prompt(self, body: Mapping[str, Any], model: str) -> Prompt:

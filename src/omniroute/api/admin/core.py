@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from omniroute.api.hosts import check_management_request
 from omniroute.errors import AuthenticationFailed, GatewayError
 from omniroute.gateway import Gateway
+from omniroute.store.repos.usage import USAGE_GROUPS, USAGE_TOKEN_CLASSES
 
 router = APIRouter()
 
@@ -166,6 +167,45 @@ async def recent_usage(gw: Admin, limit: int = 100) -> dict[str, Any]:
     assert gw.store is not None and gw.usage is not None
     await gw.usage.flush()
     return {"data": await gw.store.recent_usage(limit=max(1, min(limit, 1000)))}
+
+
+@router.get("/api/usage/summary", tags=["usage"])
+async def usage_summary(
+    gw: Admin,
+    group_by: str = "day",
+    since: float | None = None,
+    until: float | None = None,
+) -> dict[str, Any]:
+    """Usage and cost summed per group (OBS-1).
+
+    ``group_by`` is a comma-separated list of ``key``, ``model``, ``provider``, ``day`` (UTC);
+    ``since``/``until`` are epoch seconds (default: the last 30 days up to now). Returns ``data``
+    (one item per group: the group values, ``requests``, each token class, ``cost_usd`` in USD,
+    ``price_unknown_requests``) and ``total`` (the same sums over all groups). 400 naming
+    ``group_by`` on an unknown group.
+    """
+    assert gw.store is not None and gw.usage is not None
+    groups = [g.strip() for g in group_by.split(",") if g.strip()]
+    bad = [g for g in groups if g not in USAGE_GROUPS]
+    if bad:
+        raise GatewayError(
+            f"group_by: unknown group {bad[0]!r}; use any of {', '.join(USAGE_GROUPS)}.",
+            status=400,
+            code="invalid_request_error",
+            param="group_by",
+        )
+    await gw.usage.flush()
+    end = time.time() if until is None else until
+    start = end - _SUMMARY_DEFAULT_S if since is None else since
+    data = await gw.store.usage_summary(groups, start, end)
+    total: dict[str, Any] = {
+        k: sum(item[k] for item in data)
+        for k in ("requests", *USAGE_TOKEN_CLASSES, "cost_usd", "price_unknown_requests")
+    }
+    return {"group_by": groups, "since": start, "until": end, "data": data, "total": total}
+
+
+_SUMMARY_DEFAULT_S = 30 * 86400
 
 
 @router.get("/api/routing/decisions/{request_id}", tags=["routing"])
