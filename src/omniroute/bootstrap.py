@@ -9,6 +9,7 @@ import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from omniroute.clock import Clock
 from omniroute.config import Config, ProviderConfig, thaw
 from omniroute.providers.catalog import Catalog, ModelOverride, ProviderOverride
 from omniroute.providers.openai_format import OpenAIAdapter
@@ -16,7 +17,7 @@ from omniroute.resilience.breaker import BreakerSettings
 from omniroute.resilience.cooldown import CooldownSettings
 from omniroute.resilience.ladder import Resilience
 from omniroute.resilience.lockout import LockoutSettings
-from omniroute.state.base import RoutingState, SystemClock
+from omniroute.state.base import RoutingState
 from omniroute.typing import ProviderAdapter
 from omniroute.values import Connection
 
@@ -41,12 +42,12 @@ def adapters() -> dict[str, ProviderAdapter]:
     return out
 
 
-def build_resilience(config: Config, state: RoutingState) -> Resilience:
-    """The ladder with the configured RESIL-1/2/3 settings."""
+def build_resilience(config: Config, state: RoutingState, clock: Clock) -> Resilience:
+    """The ladder with the configured RESIL-1/2/3 settings, on ``clock`` (the gateway's)."""
     r = config.resilience
     return Resilience(
         state,
-        SystemClock(),
+        clock,
         BreakerSettings(
             failure_threshold=r.circuit_breaker.failure_threshold,
             reset_timeout_s=r.circuit_breaker.reset_timeout_s,

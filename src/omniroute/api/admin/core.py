@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
-import time
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request, Response
@@ -73,7 +72,7 @@ async def ready(gw: Annotated[Gateway, Depends(gateway)], response: Response) ->
         "database": db_ok,
         "state": state_ok,
         "simulated": gw.simulated is not None,
-        "uptime_s": round(time.time() - gw.started_at, 1),
+        "uptime_s": round(gw.clock.time() - gw.started_at, 1),
     }
 
 
