@@ -114,6 +114,17 @@ class GatewayThread:
 
         return self.call(step, timeout_s)
 
+    def wait_idle(self, timeout_s: float = 30.0) -> None:
+        """Block until every request the gateway is serving has finished: what a test waits for
+        before reading the usage row of a request whose client went away (it never sees the end)."""
+
+        async def idle(_gw: Gateway) -> None:
+            serving = set(self._server.server_state.tasks)
+            if serving:
+                await asyncio.wait(serving)
+
+        self.call(idle, timeout_s)
+
     def stop(self) -> None:
         """Graceful shutdown (flushes usage); blocks until the thread ends."""
         self._server.should_exit = True
