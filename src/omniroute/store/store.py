@@ -74,9 +74,8 @@ class Store(ConnectionsRepo, ApiKeysRepo, CombosRepo, RoutingRepo, UsageRepo):
         ``postgresql://user@host/db``. ``secret_key``: Fernet key(s), else ``OMNIROUTE_SECRET_KEY``, else
         ``<data_dir or the SQLite folder or ~/.omniroute>/secret.key`` (created 0600). ``clock`` stamps
         rows and times the Responses store's TTL (default the process clock; a gateway passes its
-        own). Raises
-        ``ValueError`` for an unsupported URL or malformed key, and SQLAlchemy/driver errors when the
-        database is unreachable.
+        own). Raises ``ValueError`` for an unsupported URL or malformed key, and SQLAlchemy/driver
+        errors when the database is unreachable.
         """
         target = parse_database_url(url)
         secrets = load_secret_box(
