@@ -167,8 +167,9 @@ class FakeProvider:
 
     Use as ``async with FakeProvider(name="p1") as fp:`` or ``await fp.start()`` / ``await fp.stop()``.
     ``requests`` lists every request received; ``cancelled`` counts requests whose client went away
-    before the response finished (times in ``cancel_times``, monotonic seconds). ``models`` are the ids
-    ``GET /v1/models`` lists besides the names given to `set_behaviour`.
+    before the response finished (times in ``cancel_times``, monotonic seconds); ``serving`` counts
+    requests being answered. ``models`` are the ids ``GET /v1/models`` lists besides the names given
+    to `set_behaviour`; `wait_until` waits for any of these to reach a state.
     """
 
     def __init__(
@@ -199,6 +200,7 @@ class FakeProvider:
         self._sequence = 0
         self._runner: web.AppRunner | None = None
         self._handlers: set[asyncio.Task[Any]] = set()
+        self._waiters: list[asyncio.Future[None]] = []
         self._stopping = False
         self._openai = OpenAIRenderer()
         self._anthropic = AnthropicRenderer()
@@ -249,6 +251,28 @@ class FakeProvider:
         tb: TracebackType | None,
     ) -> None:
         await self.stop()
+
+    @property
+    def serving(self) -> int:
+        """Requests being answered right now (received, response not finished)."""
+        return len(self._handlers)
+
+    async def wait_until(self, predicate: Callable[[FakeProvider], bool], timeout_s: float = 10.0) -> None:
+        """Return once ``predicate(self)`` holds, checked whenever a request arrives, is cancelled by its
+        client or finishes; raises :class:`TimeoutError` after ``timeout_s`` seconds. How a test waits
+        for what the server sees of a real socket (a disconnect, a request in flight), which takes
+        real time."""
+        async with asyncio.timeout(timeout_s):
+            while not predicate(self):
+                waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+                self._waiters.append(waiter)
+                await waiter
+
+    def _changed(self) -> None:
+        waiters, self._waiters = self._waiters, []
+        for w in waiters:
+            if not w.done():
+                w.set_result(None)
 
     def calls(self, model: str | None = None) -> int:
         """Model calls received (chat, messages, generateContent, embeddings), all or for one model name."""
@@ -347,6 +371,7 @@ class FakeProvider:
                 query=dict(request.query),
             )
         )
+        self._changed()
 
     async def _serve(
         self,
@@ -388,6 +413,7 @@ class FakeProvider:
         finally:
             if task is not None:
                 self._handlers.discard(task)
+            self._changed()
 
     async def _respond(
         self,
@@ -566,6 +592,7 @@ class FakeProvider:
     def _note_cancel(self) -> None:
         self.cancelled += 1
         self.cancel_times.append(time.monotonic())
+        self._changed()
 
 
 class FakeProviderThread:
@@ -616,6 +643,15 @@ class FakeProviderThread:
 
     def set_behaviour(self, model: str, spec: str) -> None:
         self._on_loop(lambda: self.provider.set_behaviour(model, spec))
+
+    def wait_until(self, predicate: Callable[[FakeProvider], bool], timeout_s: float = 10.0) -> None:
+        """`FakeProvider.wait_until` from another thread: blocks until ``predicate(provider)`` holds
+        (evaluated on the server's loop); raises :class:`TimeoutError` after ``timeout_s`` seconds."""
+        loop = self._loop
+        if loop is None:
+            raise RuntimeError("FakeProviderThread is not started")
+        fut = asyncio.run_coroutine_threadsafe(self.provider.wait_until(predicate, timeout_s), loop)
+        fut.result(timeout_s + THREAD_TIMEOUT_S)
 
     def start(self) -> FakeProviderThread:
         """Start serving and return ``self`` (so ``FakeProviderThread(...).start()`` chains)."""

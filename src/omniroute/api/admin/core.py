@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
-import time
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request, Response
@@ -90,7 +89,7 @@ async def ready(gw: Annotated[Gateway, Depends(gateway)], response: Response) ->
         "database": db_ok,
         "state": state_ok,
         "simulated": gw.simulated is not None,
-        "uptime_s": round(time.time() - gw.started_at, 1),
+        "uptime_s": round(gw.clock.time() - gw.started_at, 1),
     }
 
 
@@ -195,7 +194,7 @@ async def usage_summary(
             param="group_by",
         )
     await gw.usage.flush()
-    end = time.time() if until is None else until
+    end = gw.clock.time() if until is None else until
     start = end - _SUMMARY_DEFAULT_S if since is None else since
     data = await gw.store.usage_summary(groups, start, end)
     total: dict[str, Any] = {

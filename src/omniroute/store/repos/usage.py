@@ -11,7 +11,7 @@ from sqlalchemy import Integer, and_, bindparam, case, cast, delete, func, selec
 from sqlalchemy.sql.dml import Insert
 
 from omniroute.store import models
-from omniroute.store.repos._base import RepoBase, now
+from omniroute.store.repos._base import RepoBase
 
 _usage = models.usage_log
 _dec = models.routing_decisions
@@ -137,7 +137,7 @@ class UsageRepo(RepoBase):
 
     async def write_usage(self, rows: Iterable[Mapping[str, Any]]) -> None:
         """Insert usage rows (:class:`UsageRecord` keys) in one transaction with one executemany (OBS-1)."""
-        ts = now()
+        ts = self._now()
         values = [_usage_tuple(r, ts) for r in rows]
         if not values:
             return
@@ -275,7 +275,7 @@ class UsageRepo(RepoBase):
         self, id: str, api_key_id: str | None, data: dict[str, Any], ttl_s: float
     ) -> None:
         """Keep a Responses API response for ``ttl_s`` seconds, readable only by the same API key."""
-        ts = now()
+        ts = self._now()
         async with self._engine.begin() as conn:
             await conn.execute(
                 self._upsert(_resp, ["id"], ["api_key_id", "data", "expires_at", "created_at"]),
@@ -295,7 +295,7 @@ class UsageRepo(RepoBase):
                 select(_resp.c.data).where(
                     _resp.c.id == id,
                     _resp.c.api_key_id == (api_key_id or ""),
-                    _resp.c.expires_at > now(),
+                    _resp.c.expires_at > self._now(),
                 )
             )
         return dict(data) if data is not None else None
@@ -310,5 +310,5 @@ class UsageRepo(RepoBase):
         async with self._engine.begin() as conn:
             u = await conn.execute(delete(_usage).where(_usage.c.ts < before_ts))
             d = await conn.execute(delete(_dec).where(_dec.c.ts < before_ts))
-            r = await conn.execute(delete(_resp).where(_resp.c.expires_at <= now()))
+            r = await conn.execute(delete(_resp).where(_resp.c.expires_at <= self._now()))
         return {"usage_log": u.rowcount, "routing_decisions": d.rowcount, "responses_store": r.rowcount}
