@@ -257,3 +257,12 @@ def test_strict_gemini_wants_the_calls_thought_signature_back_in_the_current_tur
     later = [*_gemini_replay({"functionCall": CALL}), {"role": "model", "parts": [{"text": "ok"}]}]
     later.append({"role": "user", "parts": [{"text": "next"}]})
     assert post(fake, "gemini", {"contents": later}, model="m+strict").status_code == 200
+
+
+def test_strict_anthropic_with_thinking_on_thinks_before_it_calls(fake: FakeProviderThread) -> None:
+    """As a real model does: thinking on → a signed thinking block first, even without ``reasoning``."""
+    body = {"messages": [USER_X], "thinking": {"type": "enabled", "budget_tokens": 1024}}
+    content = post(fake, "anthropic", body, model=SPEC + "+strict").json()["content"]
+    assert [block["type"] for block in content] == ["thinking", "tool_use"]
+    assert content[0]["signature"] == signature_for(content[0]["thinking"])
+    assert [b["type"] for b in post(fake, "anthropic", body).json()["content"]] == ["tool_use"]

@@ -62,6 +62,7 @@ class AnthropicRenderer:
             default=-1,
         )
         results = [_tool_results(m) for m in messages[last_assistant + 1 :]]
+        thinking = body.get("thinking")
         tools = body.get("tools")
         names = tuple(
             tool["name"]
@@ -76,6 +77,7 @@ class AnthropicRenderer:
             stream=body.get("stream") is True,
             max_tokens=positive_int(body.get("max_tokens")),
             tool_result=tool_result_after_last_assistant(results),
+            thinking=isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive"),
         )
 
     def error_body(self, status: int, message: str) -> dict[str, Any]:

@@ -53,7 +53,7 @@ argument fragment (the SPEC RESIL-9 commit point); the "preamble" is what comes 
 | ``reasoning`` | a reasoning delta before the answer (OpenAI ``delta.reasoning_content``, Anthropic thinking block with ``thinking_delta`` + ``signature_delta``, Gemini part with ``thought: true``); the signature is derived from the thinking text (``faults.signature_for``), and Gemini function calls then carry a ``thoughtSignature`` |
 | ``call-NAME`` | an agent's tool turn: while no tool result follows the last assistant turn, answer with one call to tool NAME (whether or not the request declares it); once results are there, answer ``Tool result: {their text}`` (first 200 characters, whitespace collapsed; ``answer-TEXT`` wins); NAME is ``%XX``-decoded |
 | ``args-JSON`` | the arguments of the ``call-NAME`` call, ``%XX``-decoded JSON text (``urllib.parse.quote(json, safe="")``; ``_`` stays ``_``); default ``{}`` |
-| ``strict`` | refuse what strict real providers refuse in replayed conversations with a 400 in the format's shape: unknown OpenAI message keys, tool-call ids over 40 characters, Anthropic ids off ``^[a-zA-Z0-9_-]+$``, thinking blocks whose signature is not the one issued for their text or missing before a final ``tool_use`` with thinking on, Gemini calls of the current turn without their ``thoughtSignature`` (rules and wording: `omniroute.testing.strict`); Gemini function calls carry a ``thoughtSignature`` |
+| ``strict`` | refuse what strict real providers refuse in replayed conversations with a 400 in the format's shape: unknown OpenAI message keys, tool-call ids over 40 characters, Anthropic ids off ``^[a-zA-Z0-9_-]+$``, thinking blocks whose signature is not the one issued for their text or missing before a final ``tool_use`` with thinking on, Gemini calls of the current turn without their ``thoughtSignature`` (rules and wording: `omniroute.testing.strict`). As real models do, it also answers an Anthropic request with thinking on with a signed thinking block first, and Gemini function calls carry a ``thoughtSignature`` |
 
 Shapes. Error bodies: OpenAI ``{"error": {message, type, param, code}}`` (401 ``invalid_api_key``,
 404 ``model_not_found``, 429 ``rate_limit_exceeded``, 5xx type ``server_error``); Anthropic
@@ -494,7 +494,9 @@ class FakeProvider:
             )
             if not behaviour.text_and_tool:
                 text = ""
-        reasoning = f"The user wants an answer from {prompt.model}." if behaviour.reasoning else ""
+        # A real model with thinking on always thinks (and signs it) before it answers or calls.
+        thinks = behaviour.reasoning or (behaviour.strict and prompt.thinking)
+        reasoning = f"The user wants an answer from {prompt.model}." if thinks else ""
         finish: Literal["stop", "length", "tool"] = "tool" if calls else "stop"
         if not calls and prompt.max_tokens is not None and count_words(text) > prompt.max_tokens:
             text = " ".join(text.split()[: prompt.max_tokens])

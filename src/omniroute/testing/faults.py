@@ -16,6 +16,7 @@ mismatched one, as a real provider does.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import re
 import urllib.parse
@@ -148,7 +149,8 @@ class Prompt:
     ``words`` counts whitespace-separated words over system text and every message (min 1);
     ``max_tokens`` is the request's output cap, ``None`` when absent; ``tool_result`` is the text of
     the tool results sent after the last assistant turn (``None`` when there are none: the model has
-    not called a tool yet in this turn).
+    not called a tool yet in this turn); ``thinking`` is whether an Anthropic request turned extended
+    thinking on.
     """
 
     model: str
@@ -159,6 +161,7 @@ class Prompt:
     include_usage: bool = False
     max_tokens: int | None = None
     tool_result: str | None = None
+    thinking: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,8 +246,9 @@ def split_even(text: str, parts: int) -> list[str]:
 def signature_for(text: str) -> str:
     """The opaque signature the fake issues for reasoning ``text`` (Anthropic thinking ``signature``,
     Gemini ``thoughtSignature``); `omniroute.testing.strict` accepts only a signature that matches
-    the text it came back with."""
-    return "fakesig_" + hashlib.sha256(text.encode()).hexdigest()[:48]
+    the text it came back with. Standard base64, as real signatures are (``+``, ``/`` and ``=``
+    included)."""
+    return base64.b64encode(b"fake-signature:" + hashlib.sha256(text.encode()).digest()).decode()
 
 
 def tool_result_after_last_assistant(results: Sequence[str | None]) -> str | None:
