@@ -100,8 +100,7 @@ def assert_ok(run: Run, gw: GatewayThread) -> None:
 
 
 def behave(fakes: dict[str, FakeProviderThread], family: str, behaviour: str) -> None:
-    fake = upstream(fakes, family)
-    fake.set_behaviour("m", behaviour)
+    upstream(fakes, family).set_behaviour("m", behaviour)
 
 
 def tool_spec(agent: Agent, *directives: str) -> str:
@@ -130,8 +129,8 @@ _GEMINI_SURFACE_DROPS_SIGNED_THINKING = (
     "thought or functionCall parts), so the signed thinking block cannot be restored and the "
     "Anthropic upstream, thinking on, refuses the tool-result turn"
 )
-XFAIL: dict[tuple[str, str], str] = {
-    ("claude", "replay"): (
+XFAIL: dict[tuple[str, ...], str] = {
+    ("claude", "replay", "openai"): (
         "a replayed Anthropic thinking block is forwarded to the OpenAI-format upstream as "
         "`reasoning_content` (strict servers: Extra inputs are not permitted) instead of being dropped"
     ),
@@ -140,25 +139,25 @@ XFAIL: dict[tuple[str, str], str] = {
 }
 
 
-def scenario(client: str, name: str) -> Any:
-    """A parameter for ``client`` in scenario ``name``, xfail(strict) when the gateway lacks what it
-    needs (see :data:`XFAIL`)."""
-    reason = XFAIL.get((client, name))
+def scenario(client: str, name: str, family: str | None = None) -> Any:
+    """A parameter for ``client`` (and upstream ``family``, default its cross-format one) in scenario
+    ``name``, xfail(strict) when the gateway lacks what it needs (see :data:`XFAIL`)."""
+    family = family or CROSS[client]
+    reason = XFAIL.get((client, name, family)) or XFAIL.get((client, name))
     marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
-    return pytest.param(client, marks=marks, id=client)
+    return pytest.param(client, family, marks=marks, id=f"{client}-via-{family}")
 
 
 # -- (a) plain answer ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("client", [scenario(c, "plain") for c in AGENTS])
+@pytest.mark.parametrize(("client", "family"), [scenario(c, "plain") for c in AGENTS])
 def test_plain_answer_through_a_cross_format_combo(
-    launch: Launch, fakes: dict[str, FakeProviderThread], client: str
+    launch: Launch, fakes: dict[str, FakeProviderThread], client: str, family: str
 ) -> None:
     """The client's default model name lands on a combo of another wire format and the answer comes
     back; every request the client made was served, and the names it sent match its default."""
-    agent, gw = launch(client)
-    family = CROSS[client]
+    agent, gw = launch(client, family)
     behave(fakes, family, spec(answer("Four, from the gateway.")))
     run = agent.run("What is 2 + 2? Answer in one word.")
     assert_ok(run, gw)
@@ -187,12 +186,12 @@ def test_codex_default_model_plain_answer(launch: Launch, fakes: dict[str, FakeP
 # -- (b) a tool-using turn ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("client", [scenario(c, "tool") for c in AGENTS])
+@pytest.mark.parametrize(("client", "family"), [scenario(c, "tool") for c in AGENTS])
 def test_tool_turn_runs_the_clients_own_tool_and_sends_the_result_back(
-    launch: Launch, fakes: dict[str, FakeProviderThread], client: str
+    launch: Launch, fakes: dict[str, FakeProviderThread], client: str, family: str
 ) -> None:
-    agent, gw = launch(client)
-    behave(fakes, CROSS[client], tool_spec(agent, "strict"))
+    agent, gw = launch(client, family)
+    behave(fakes, family, tool_spec(agent, "strict"))
     run = agent.run("Read notes.txt and tell me the secret word.")
     assert_ok(run, gw)
     assert tool_result_seen(agent, run), run.describe()
@@ -201,12 +200,18 @@ def test_tool_turn_runs_the_clients_own_tool_and_sends_the_result_back(
 # -- (c) a second turn replaying reasoning and tool results --------------------------------------
 
 
-@pytest.mark.parametrize("client", [scenario(c, "replay") for c in AGENTS])
+# Every client through its cross-format combo; the two fastest also through the other families
+# (Claude Code's own Anthropic format included), so a conversation meets every upstream family.
+REPLAYS = [scenario(c, "replay") for c in AGENTS] + [
+    scenario(c, "replay", f) for c in ("claude", "codex") for f in FAMILY_FAKE if f != CROSS[c]
+]
+
+
+@pytest.mark.parametrize(("client", "family"), REPLAYS)
 def test_second_turn_replays_reasoning_and_tool_results_to_a_strict_upstream(
-    launch: Launch, fakes: dict[str, FakeProviderThread], client: str
+    launch: Launch, fakes: dict[str, FakeProviderThread], client: str, family: str
 ) -> None:
-    agent, gw = launch(client)
-    family = CROSS[client]
+    agent, gw = launch(client, family)
     behave(fakes, family, tool_spec(agent, "reasoning", "strict"))
     first = agent.run("Read notes.txt and tell me the secret word.")
     assert_ok(first, gw)

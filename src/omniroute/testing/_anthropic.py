@@ -23,7 +23,7 @@ from omniroute.testing.faults import (
     positive_int,
     signature_for,
     text_of,
-    tool_result_after_last_assistant,
+    tool_result_after,
 )
 
 _STOP: dict[Finish, str] = {"stop": "end_turn", "length": "max_tokens", "tool": "tool_use"}
@@ -57,11 +57,6 @@ class AnthropicRenderer:
             ),
             "",
         )
-        last_assistant = max(
-            (i for i, m in enumerate(messages) if isinstance(m, dict) and m.get("role") == "assistant"),
-            default=-1,
-        )
-        results = [_tool_results(m) for m in messages[last_assistant + 1 :]]
         thinking = body.get("thinking")
         tools = body.get("tools")
         names = tuple(
@@ -76,7 +71,7 @@ class AnthropicRenderer:
             tool_names=names,
             stream=body.get("stream") is True,
             max_tokens=positive_int(body.get("max_tokens")),
-            tool_result=tool_result_after_last_assistant(results),
+            tool_result=tool_result_after(messages, "assistant", _tool_results),
             thinking=isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive"),
         )
 

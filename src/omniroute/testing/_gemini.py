@@ -23,7 +23,7 @@ from omniroute.testing.faults import (
     signature_for,
     strings_of,
     text_of,
-    tool_result_after_last_assistant,
+    tool_result_after,
 )
 
 _FINISH: dict[Finish, str] = {"stop": "STOP", "length": "MAX_TOKENS", "tool": "STOP"}
@@ -57,11 +57,6 @@ class GeminiRenderer:
             ),
             "",
         )
-        last_model = max(
-            (i for i, c in enumerate(contents) if isinstance(c, dict) and c.get("role") == "model"),
-            default=-1,
-        )
-        results = [_function_responses(content) for content in contents[last_model + 1 :]]
         tools = body.get("tools")
         names = tuple(
             declaration["name"]
@@ -78,7 +73,7 @@ class GeminiRenderer:
             tool_names=names,
             stream=stream,
             max_tokens=positive_int(config.get("maxOutputTokens")) if isinstance(config, dict) else None,
-            tool_result=tool_result_after_last_assistant(results),
+            tool_result=tool_result_after(contents, "model", _function_responses),
         )
 
     def error_body(self, status: int, message: str) -> dict[str, Any]:

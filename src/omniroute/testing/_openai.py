@@ -24,7 +24,7 @@ from omniroute.testing.faults import (
     count_words,
     positive_int,
     text_of,
-    tool_result_after_last_assistant,
+    tool_result_after,
 )
 
 EMBEDDING_DIMENSIONS = 8
@@ -61,14 +61,6 @@ class OpenAIRenderer:
             and isinstance(tool["function"].get("name"), str)
         )
         options = body.get("stream_options")
-        last_assistant = max(
-            (i for i, m in enumerate(messages) if isinstance(m, dict) and m.get("role") == "assistant"),
-            default=-1,
-        )
-        results = [
-            text_of(m.get("content")) if isinstance(m, dict) and m.get("role") == "tool" else None
-            for m in messages[last_assistant + 1 :]
-        ]
         return Prompt(
             model=model,
             words=max(1, sum(count_words(text) for text in texts)),
@@ -78,7 +70,7 @@ class OpenAIRenderer:
             include_usage=isinstance(options, dict) and options.get("include_usage") is True,
             max_tokens=positive_int(body.get("max_completion_tokens"))
             or positive_int(body.get("max_tokens")),
-            tool_result=tool_result_after_last_assistant(results),
+            tool_result=tool_result_after(messages, "assistant", _tool_message_text),
         )
 
     def error_body(self, status: int, message: str) -> dict[str, Any]:
@@ -197,6 +189,13 @@ class OpenAIRenderer:
             "model": model,
             "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
         }
+
+
+def _tool_message_text(message: object) -> str | None:
+    """The content of a ``role: tool`` message, ``None`` for other messages."""
+    if isinstance(message, dict) and message.get("role") == "tool":
+        return text_of(message.get("content"))
+    return None
 
 
 def _usage(reply: Reply) -> dict[str, Any]:

@@ -20,7 +20,7 @@ import base64
 import hashlib
 import re
 import urllib.parse
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -251,10 +251,17 @@ def signature_for(text: str) -> str:
     return base64.b64encode(b"fake-signature:" + hashlib.sha256(text.encode()).digest()).decode()
 
 
-def tool_result_after_last_assistant(results: Sequence[str | None]) -> str | None:
-    """Join the tool-result texts of the messages after the last assistant turn (``None`` entries are
-    messages without tool results); ``None`` when no such message carries one."""
-    found = [text for text in results if text is not None]
+def tool_result_after(
+    items: Sequence[object], assistant_role: str, result_of: Callable[[object], str | None]
+) -> str | None:
+    """The text of the tool results in the messages (``items``) after the last one whose ``role`` is
+    ``assistant_role``, joined by spaces; ``result_of`` reads one message's results (``None``: it has
+    none). ``None`` when no such message carries results: the model has not called in this turn."""
+    last = max(
+        (i for i, item in enumerate(items) if isinstance(item, dict) and item.get("role") == assistant_role),
+        default=-1,
+    )
+    found = [text for item in items[last + 1 :] if (text := result_of(item)) is not None]
     return " ".join(found) if found else None
 
 
