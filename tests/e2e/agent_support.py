@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CLIENTS = ("claude", "codex", "gemini", "opencode", "llm", "aider")
 FAMILY_FAKE = {"openai": "o", "anthropic": "c", "gemini": "g"}
 FAMILY_PATH = {"openai": "/v1", "anthropic": "", "gemini": "/v1beta"}
+PROVIDERS = (("oa", "openai"), ("an", "anthropic"), ("ge", "gemini"))  # provider id, wire format
 SECRET = "PAPAYA-42"
 NOTES = f"The secret word is {SECRET}.\n"
 RUN_TIMEOUT_S = 240.0  # one client invocation; generous for a loaded 2-core machine
@@ -94,20 +95,18 @@ def agent_config(
             "base_url": fakes[FAMILY_FAKE[family]].base_url + FAMILY_PATH[family],
             "models": [model, {**model, "id": "r"}],
         }
-        for pid, family in (("oa", "openai"), ("an", "anthropic"), ("ge", "gemini"))
+        for pid, family in PROVIDERS
     ]
     combos = [
         {"name": f"via-{family}", "strategy": "priority", "targets": [{"model": f"{pid}/m"}]}
-        for pid, family in (("oa", "openai"), ("an", "anthropic"), ("ge", "gemini"))
+        for pid, family in PROVIDERS
     ]
     combos.append({"name": "gemini-router", "strategy": "priority", "targets": [{"model": "ge/r"}]})
     return {
         "database_url": f"sqlite:///{tmp}/omniroute.db",
         "server": server,
         "providers": providers,
-        "connections": [
-            {"id": f"{pid}1", "provider": pid, "api_key": f"sk-{pid}"} for pid in ("oa", "an", "ge")
-        ],
+        "connections": [{"id": f"{pid}1", "provider": pid, "api_key": f"sk-{pid}"} for pid, _ in PROVIDERS],
         "combos": combos,
         "model_combo_mappings": [
             {"pattern": pattern, "combo": combo, "priority": 100 - index}
@@ -133,14 +132,12 @@ class Run:
 class Agent:
     """A coding-agent client pointed at a gateway, run non-interactively in ``workspace``.
 
-    Subclasses set ``name`` (the install status key), ``surface`` (the gateway API it speaks),
-    ``default_model`` (a glob over the names it sends unless told otherwise, observed with this
-    version), ``tool`` (one of its own tools the fake calls, with arguments built by `tool_args`)
-    and implement `setup`, `argv` and `parse`.
+    Subclasses set ``name`` (the install status key), ``default_model`` (a glob over the names it
+    sends unless told otherwise, observed with this version), ``tool`` (one of its own tools the fake
+    calls, with arguments built by `tool_args`) and implement `setup`, `argv` and `parse`.
     """
 
     name: ClassVar[str]
-    surface: ClassVar[str]
     default_model: ClassVar[str]
     tool: ClassVar[str]
 
@@ -176,7 +173,7 @@ class Agent:
 
     def parse(self, stdout: str) -> str:
         """The answer text in the client's output."""
-        return stdout
+        return stdout.strip()
 
     def tool_args(self) -> dict[str, Any]:
         """Valid arguments for `tool` that read ``notes.txt`` in the workspace."""
@@ -200,7 +197,6 @@ class ClaudeCode(Agent):
     """Claude Code (``claude -p``): Anthropic Messages via ``ANTHROPIC_BASE_URL``."""
 
     name = "claude"
-    surface = "anthropic"
     default_model = "claude-*"
     tool = "Read"
 
@@ -238,7 +234,6 @@ class CodexCli(Agent):
     """Codex CLI (``codex exec``): the Responses API through a custom model provider."""
 
     name = "codex"
-    surface = "responses"
     default_model = "gpt-*"
     tool = "exec_command"
     # Its default model (gpt-6.2-sol with 0.171) gets its tools as an ``additional_tools`` input item;
@@ -267,9 +262,6 @@ class CodexCli(Agent):
         model = ["-m", self.model] if self.model else []
         return [*head, *model, "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", prompt]
 
-    def parse(self, stdout: str) -> str:
-        return stdout.strip()
-
     def tool_args(self) -> dict[str, Any]:
         return {"cmd": "cat notes.txt"}
 
@@ -278,7 +270,6 @@ class GeminiCli(Agent):
     """Gemini CLI (``gemini -p``): Gemini ``generateContent`` via ``GOOGLE_GEMINI_BASE_URL``."""
 
     name = "gemini"
-    surface = "gemini"
     default_model = "gemini-*"
     tool = "read_file"
     router_model = "gemini-*flash-lite*"  # its model router asks this model which model to use
@@ -321,7 +312,6 @@ class OpenCode(Agent):
     """opencode (``opencode run``): OpenAI chat completions through a custom provider."""
 
     name = "opencode"
-    surface = "openai"
     default_model = "claude-*"
     tool = "read"
     model = "claude-sonnet-4-5"
@@ -348,9 +338,6 @@ class OpenCode(Agent):
     def argv(self, prompt: str, *, resume: bool) -> list[str]:
         return [str(self.npm_bin / "opencode"), "run", *(["--continue"] if resume else []), prompt]
 
-    def parse(self, stdout: str) -> str:
-        return stdout.strip()
-
     def tool_args(self) -> dict[str, Any]:
         return {"filePath": str(self.workspace / "notes.txt")}
 
@@ -359,7 +346,6 @@ class Llm(Agent):
     """Simon Willison's ``llm``: OpenAI chat completions through ``extra-openai-models.yaml``."""
 
     name = "llm"
-    surface = "openai"
     default_model = "gpt-*"
     tool = "llm_version"
     model = "gpt-4o-mini"  # llm's own default model id, as an operator would name it
@@ -380,9 +366,6 @@ class Llm(Agent):
         tools = ["-T", self.tool] if self.tools else []
         return [binary, *(["-c"] if resume else []), *tools, prompt]
 
-    def parse(self, stdout: str) -> str:
-        return stdout.strip()
-
     def tool_args(self) -> dict[str, Any]:
         return {}
 
@@ -392,7 +375,6 @@ class Aider(Agent):
     are edit blocks in the answer text, which it applies to the files it was given."""
 
     name = "aider"
-    surface = "openai"
     default_model = "gpt-*"
     tool = ""
     model = "openai/gpt-4.1"
