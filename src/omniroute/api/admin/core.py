@@ -1,5 +1,5 @@
-"""Health (OBS-4), metrics (OBS-3), API keys (API-8), connections (PROV-3), usage (OBS-1) and routing
-decisions (OBS-2) in the management API."""
+"""Health (OBS-4), metrics (OBS-3), API keys (API-8), connections (PROV-3) and routing decisions
+(OBS-2) in the management API, and its authentication (API-8)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from omniroute.errors import AuthenticationFailed, GatewayError
+from omniroute.api.admin import session
+from omniroute.errors import AuthenticationFailed, GatewayError, InvalidRequest
 from omniroute.gateway import Gateway
 
 router = APIRouter()
@@ -23,7 +24,9 @@ def gateway(request: Request) -> Gateway:
     return gw
 
 
-def _is_loopback(host: str | None) -> bool:
+def is_loopback(request: Request) -> bool:
+    """Whether the client connected from a loopback address (127.0.0.0/8, ::1)."""
+    host = request.client.host if request.client else None
     if not host:
         return False
     try:
@@ -32,26 +35,51 @@ def _is_loopback(host: str | None) -> bool:
         return host == "localhost"
 
 
+def loopback_only() -> GatewayError:
+    """The 403 for a non-loopback client when no admin key is configured (API-8)."""
+    return GatewayError(
+        "No server.admin_key is configured: the management API answers on loopback only.",
+        status=403,
+        code="admin_loopback_only",
+    )
+
+
 def require_admin(request: Request, gw: Annotated[Gateway, Depends(gateway)]) -> Gateway:
-    """API-8: ``Authorization: Bearer <admin_key>``; without an admin key, loopback clients only."""
+    """API-8: ``Authorization: Bearer <admin_key>``, or a console session signed in with the admin key
+    (OPS-3) whose unsafe calls carry its CSRF token (403 without it); without an admin key, loopback
+    clients only."""
     admin_key = gw.config.server.admin_key
     if admin_key:
         auth = request.headers.get("authorization", "")
         token = auth[7:].strip() if auth[:7].lower() == "bearer " else ""
-        if not token or not hmac.compare_digest(token, admin_key):
+        if token and hmac.compare_digest(token, admin_key):
+            return gw
+        sess = session.read_session(request, gw)
+        if sess is None or not sess.admin:
             raise AuthenticationFailed("The management API needs 'Authorization: Bearer <server.admin_key>'.")
+        if request.method not in session.SAFE_METHODS and not sess.csrf_ok(
+            request.headers.get(session.CSRF_HEADER)
+        ):
+            raise session.csrf_error()
         return gw
-    client = request.client.host if request.client else None
-    if not _is_loopback(client):
-        raise GatewayError(
-            "No server.admin_key is configured: the management API answers on loopback only.",
-            status=403,
-            code="admin_loopback_only",
-        )
+    if not is_loopback(request):
+        raise loopback_only()
     return gw
 
 
 Admin = Annotated[Gateway, Depends(require_admin)]
+
+
+async def api_key_id(gw: Gateway, key: str | None, param: str) -> str | None:
+    """The id of the API key named by id or name in ``key`` (``None`` for no key); 400 naming
+    ``param`` when no key matches."""
+    if not key:
+        return None
+    assert gw.store is not None
+    for rec in await gw.store.list_api_keys():
+        if key in (rec["id"], rec["name"]):
+            return str(rec["id"])
+    raise InvalidRequest(f"{param}: no API key '{key}'.", param=param)
 
 
 @router.get("/health", tags=["health"])
@@ -142,14 +170,6 @@ async def list_connections(gw: Admin) -> dict[str, Any]:
             for c in gw.simulated.connections()
         ]
     return {"data": rows}
-
-
-@router.get("/api/usage", tags=["usage"])
-async def recent_usage(gw: Admin, limit: int = 100) -> dict[str, Any]:
-    """The most recent usage-log rows (OBS-1)."""
-    assert gw.store is not None and gw.usage is not None
-    await gw.usage.flush()
-    return {"data": await gw.store.recent_usage(limit=max(1, min(limit, 1000)))}
 
 
 @router.get("/api/routing/decisions/{request_id}", tags=["routing"])
