@@ -14,6 +14,7 @@ import httpx
 import pytest
 from fastapi.routing import APIRoute
 
+from omniroute import dashboard
 from omniroute.app import OmniRouteApp, create_app
 from omniroute.config import config_from_dict
 from omniroute.dashboard import PAGES
@@ -230,3 +231,16 @@ async def test_console_pages_are_not_framed_and_run_only_their_own_scripts(
         assert "script-src 'self'" in csp and "frame-ancestors 'none'" in csp
         assert r.headers["cache-control"] == "no-store"
         assert "<script>" not in r.text  # no inline script (the CSP would block it)
+
+
+def test_every_vendored_file_is_recorded_with_its_licence() -> None:
+    """The console's third-party files are listed in THIRD_PARTY.md (package, version, licence) and
+    each package folder keeps its licence text."""
+    vendor = Path(dashboard.__file__).parent / "static" / "vendor"
+    record = (vendor / "THIRD_PARTY.md").read_text()
+    for folder in (p for p in vendor.iterdir() if p.is_dir()):
+        assert (folder / "LICENSE").is_file(), folder.name
+        assert f"`{folder.name}/`" in record
+        for f in folder.iterdir():
+            assert f.name in record or f.name.endswith(".LICENSE.txt"), f"{folder.name}/{f.name}"
+    assert "| `htmx.org` | 2.0.11 | 0BSD |" in record

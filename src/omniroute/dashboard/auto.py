@@ -63,6 +63,7 @@ async def exclusions(page: PageDep) -> Response:
         include=[] if excluded else [candidate],
     )
     await auto_exclusions(body, page.gw)
-    whom = f"key {key}" if key else "requests without a key"
+    names = {k["id"]: k["name"] for k in (await list_keys(page.gw))["data"]}
+    whom = f"key {names.get(key, key)}" if key else "requests without a key"
     notice = f"{candidate} {'excluded' if excluded else 're-included'} for {whom} on {channel}."
     return page.render("partials/auto_live.html", **await _context(page, channel, key, notice))

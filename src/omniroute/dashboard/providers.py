@@ -28,7 +28,7 @@ from omniroute.api.admin.connections import (
 from omniroute.api.admin.core import list_connections
 from omniroute.api.admin.resilience import ResetBody, resilience_reset, resilience_state
 from omniroute.api.admin.trial import test_connection
-from omniroute.dashboard.web import PREFIX, Page, console_page, form_errors, redirect
+from omniroute.dashboard.web import PREFIX, Page, ago, console_page, form_errors, redirect
 from omniroute.errors import GatewayError
 
 router = APIRouter()
@@ -44,10 +44,10 @@ def _health(conn: dict[str, Any], state: dict[str, Any]) -> tuple[str, str]:
         return "bad", f"invalid credentials: {invalid['reason']}"
     breaker = state["breakers"].get(conn["provider"])
     if breaker is not None and breaker["state"] == "OPEN":
-        return "bad", f"provider circuit open until {breaker['next_probe_at_iso']}"
+        return "bad", f"provider circuit open, next probe {ago(breaker['next_probe_at'])}"
     cooldown = state["cooldowns"].get(conn["id"])
     if cooldown is not None and cooldown["until"]:
-        return "warn", f"cooling down until {cooldown['until_iso']}: {cooldown['reason']}"
+        return "warn", f"cooling down, ready {ago(cooldown['until'])}: {cooldown['reason']}"
     if breaker is not None and breaker["state"] == "HALF_OPEN":
         return "warn", "provider circuit half-open (probing)"
     if not conn.get("is_active", True):

@@ -19,9 +19,11 @@ from typing import Any, Final
 
 from fastapi import Request
 from fastapi.templating import Jinja2Templates
+from pydantic import ValidationError
 from starlette.datastructures import FormData
 from starlette.responses import RedirectResponse, Response
 
+from omniroute.api.admin import field_path
 from omniroute.api.admin import session as sessions
 from omniroute.api.admin.core import is_loopback, loopback_only
 from omniroute.errors import GatewayError
@@ -31,6 +33,7 @@ __all__ = [
     "PACKAGE_DIR",
     "Page",
     "SignInRequired",
+    "ago",
     "console_page",
     "form_errors",
     "make_templates",
@@ -128,19 +131,16 @@ def redirect(url: str, page: Page | None = None) -> Response:
     return RedirectResponse(url, status_code=303)
 
 
-def form_errors(exc: Exception) -> tuple[str, str | None]:
-    """``(message, field)`` of a management-API error or a pydantic validation error, for a form."""
+def form_errors(exc: GatewayError | ValidationError) -> tuple[str, str | None]:
+    """``(message, field)`` for a form, worded as the management API words the same error."""
     if isinstance(exc, GatewayError):
         return exc.message, exc.param
-    errors = getattr(exc, "errors", None)
-    if callable(errors):
-        first = (errors() or [{}])[0]
-        loc = ".".join(str(p) for p in first.get("loc", ()))
-        return (f"{loc}: {first.get('msg', 'invalid value')}" if loc else str(exc)), loc or None
-    return str(exc), None
+    first = exc.errors()[0]
+    field = field_path(first["loc"])
+    return f"{field}: {first['msg']}", field
 
 
-def _ago(ts: Any) -> str:
+def ago(ts: Any) -> str:
     """``"12 s ago"``-style text for an epoch-seconds value (``"—"`` when missing)."""
     if not isinstance(ts, int | float) or not ts:
         return "—"
@@ -187,5 +187,5 @@ def _usd(v: Any) -> str:
 def make_templates() -> Jinja2Templates:
     """The console's Jinja2 environment (autoescaped HTML) with its display filters."""
     templates = Jinja2Templates(directory=PACKAGE_DIR / "templates")
-    templates.env.filters.update(ago=_ago, clock=_clock, ms=_ms, usd=_usd)
+    templates.env.filters.update(ago=ago, clock=_clock, ms=_ms, usd=_usd)
     return templates

@@ -23,7 +23,8 @@ from omniroute.store.errors import StoreConflict, StoreNotFound
 log = logging.getLogger("omniroute.api")
 
 
-def _loc(loc: Any) -> str:
+def field_path(loc: Any) -> str:
+    """A pydantic error location as the field path error messages name (``targets[0].weight``)."""
     parts = [str(p) for p in loc if p not in ("body", "query", "path")]
     out = ""
     for p in parts:
@@ -96,7 +97,7 @@ def build_admin_app(gw: Gateway) -> FastAPI:
     @app.exception_handler(RequestValidationError)
     async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
         first = exc.errors()[0] if exc.errors() else {"loc": ("body",), "msg": "invalid request"}
-        field = _loc(first.get("loc", ("body",)))
+        field = field_path(first.get("loc", ("body",)))
         err = InvalidRequest(f"{field}: {first.get('msg', 'invalid value')}", param=field)
         return _error(400, err.message, err.type, err.param, err.code)
 

@@ -90,10 +90,11 @@
     if (add) {
       var body = document.getElementById(add.getAttribute("data-add-row"));
       var tpl = document.getElementById(add.getAttribute("data-template"));
+      // the template row says __N__ where a row's number goes (ids, labels)
       var n = body.children.length + 1;
-      var row = tpl.content.firstElementChild.cloneNode(true);
-      row.querySelectorAll("[id]").forEach(function (el) { el.id = el.id.replace(/^t0-/, "t" + n + "-"); });
-      row.querySelectorAll("label[for]").forEach(function (el) { el.htmlFor = el.htmlFor.replace(/^t0-/, "t" + n + "-"); });
+      var holder = document.createElement("tbody");
+      holder.innerHTML = tpl.innerHTML.replace(/__N__/g, String(n));
+      var row = holder.firstElementChild;
       body.appendChild(row);
       var first = row.querySelector("input");
       if (first) first.focus();
