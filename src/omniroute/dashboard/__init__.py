@@ -17,7 +17,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from omniroute.dashboard import auth, auto, combos, keys, overview, providers, requests
-from omniroute.dashboard.web import PACKAGE_DIR, PREFIX, STATIC_URL, SignInRequired, make_templates
+from omniroute.dashboard.web import PACKAGE_DIR, PREFIX, STATIC_URL, SignInRequired
 
 __all__ = ["PAGES", "install"]
 
@@ -28,7 +28,7 @@ PAGES = (auth, overview, providers, combos, auto, requests, keys)
 def install(app: FastAPI) -> None:
     """Add the console routes, static files, ``/docs`` and ``/`` to ``app`` (the management app,
     whose ``state.gateway`` the pages use)."""
-    app.state.console_templates = make_templates()
+    app.state.console_templates = None  # made on first use (web.Page.render)
     app.mount(STATIC_URL, StaticFiles(directory=PACKAGE_DIR / "static"), name="console-static")
     for module in PAGES:
         app.include_router(module.router, prefix=PREFIX, include_in_schema=False)

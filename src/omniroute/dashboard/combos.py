@@ -9,6 +9,8 @@ reads, next to the box.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Annotated, Any, Final
 
 import orjson
@@ -42,41 +44,46 @@ COMMON_OPTIONS: Final = (
     ("promptCacheAffinityEnabled", "keep a prompt-cache key on one connection (default true)"),
     ("tagMatchMode", "X-OmniRoute-Tags matching: any | all"),
 )
-STRATEGY_OPTIONS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
-    "weighted": (("stickyWeightedLimit", "keep the drawn target for N successes (default 1 = off)"),),
-    "round-robin": (("stickyRoundRobinLimit", "consecutive successes on one target (default 3)"),),
-    "context-relay": (
-        ("handoffMaxMessages", "messages summarised when the model changes"),
-        ("handoffTtlMinutes", "how long a session's handoff is kept"),
-    ),
-    "reset-window": (("resetWindowTieBandMs", "resets this close count as a tie and rotate (ms)"),),
-    "reset-aware": (("resetWindowTieBandMs", "resets this close count as a tie and rotate (ms)"),),
-    "auto": (
-        ("auto.candidatePool", "providers or provider/model ids to keep (default: all targets)"),
-        ("auto.weights", "factor weights, renormalised to sum 1"),
-        ("modePack", "ship-fast, cost-saver, quality-first, offline-friendly, reliability-first, chaos-mode"),
-        ("routerStrategy", "rules (default), score, cost, latency, sla-aware, lkgp"),
-        ("explorationRate", "share of requests sent to a random healthy candidate (default 0.05)"),
-        ("lkgpEnabled", "lkgp router: stick to the last known good provider (default true)"),
-        ("budgetCap", "USD per request at most (estimated)"),
-        ("budgetFallback", "cheapest | strict when nothing fits the cap"),
-        ("slaTargetP95Ms", "sla-aware: latency target (default 2000)"),
-        ("slaMaxErrorRate", "sla-aware: error-rate target (default 0.05)"),
-        ("slaHardConstraints", "sla-aware: sort by violations first"),
-        ("complexityAwareRouting", "score specificityMatch from the prompt"),
-    ),
-    "fusion": (
-        ("fusionTuning.minPanel", "answers needed before the grace period (default 2)"),
-        ("fusionTuning.stragglerGraceMs", "wait after quorum (default 8000)"),
-        ("fusionTuning.panelHardTimeoutMs", "panel deadline (default 90000)"),
-        ("fusionTuning.maxPanel", "panel members at most (default 40)"),
-        ("judgeModel", "model that writes the answer (default: first panel member)"),
-    ),
-    "pipeline": (
-        ("agenticOrchestration.enabled", "planner + executor with tool rounds"),
-        ("agenticOrchestration.maxToolRounds", "tool rounds at most, 1–32 (default 8)"),
-    ),
-}
+STRATEGY_OPTIONS: Final[Mapping[str, tuple[tuple[str, str], ...]]] = MappingProxyType(
+    {
+        "weighted": (("stickyWeightedLimit", "keep the drawn target for N successes (default 1 = off)"),),
+        "round-robin": (("stickyRoundRobinLimit", "consecutive successes on one target (default 3)"),),
+        "context-relay": (
+            ("handoffMaxMessages", "messages summarised when the model changes"),
+            ("handoffTtlMinutes", "how long a session's handoff is kept"),
+        ),
+        "reset-window": (("resetWindowTieBandMs", "resets this close count as a tie and rotate (ms)"),),
+        "reset-aware": (("resetWindowTieBandMs", "resets this close count as a tie and rotate (ms)"),),
+        "auto": (
+            ("auto.candidatePool", "providers or provider/model ids to keep (default: all targets)"),
+            ("auto.weights", "factor weights, renormalised to sum 1"),
+            (
+                "modePack",
+                "ship-fast, cost-saver, quality-first, offline-friendly, reliability-first, chaos-mode",
+            ),
+            ("routerStrategy", "rules (default), score, cost, latency, sla-aware, lkgp"),
+            ("explorationRate", "share of requests sent to a random healthy candidate (default 0.05)"),
+            ("lkgpEnabled", "lkgp router: stick to the last known good provider (default true)"),
+            ("budgetCap", "USD per request at most (estimated)"),
+            ("budgetFallback", "cheapest | strict when nothing fits the cap"),
+            ("slaTargetP95Ms", "sla-aware: latency target (default 2000)"),
+            ("slaMaxErrorRate", "sla-aware: error-rate target (default 0.05)"),
+            ("slaHardConstraints", "sla-aware: sort by violations first"),
+            ("complexityAwareRouting", "score specificityMatch from the prompt"),
+        ),
+        "fusion": (
+            ("fusionTuning.minPanel", "answers needed before the grace period (default 2)"),
+            ("fusionTuning.stragglerGraceMs", "wait after quorum (default 8000)"),
+            ("fusionTuning.panelHardTimeoutMs", "panel deadline (default 90000)"),
+            ("fusionTuning.maxPanel", "panel members at most (default 40)"),
+            ("judgeModel", "model that writes the answer (default: first panel member)"),
+        ),
+        "pipeline": (
+            ("agenticOrchestration.enabled", "planner + executor with tool rounds"),
+            ("agenticOrchestration.maxToolRounds", "tool rounds at most, 1–32 (default 8)"),
+        ),
+    }
+)
 """The ``config`` keys each strategy reads beyond :data:`COMMON_OPTIONS` (COMBO-3 … COMBO-6, AUTO-2)."""
 TARGET_FIELDS: Final = ("kind", "value", "connection", "weight", "priority", "timeout_ms", "prompt")
 

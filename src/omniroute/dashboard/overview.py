@@ -7,7 +7,9 @@ the charts are drawn by ``console.js`` from the JSON embedded in it.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Annotated, Any, Final
 
 import orjson
 from fastapi import APIRouter, Depends
@@ -19,7 +21,9 @@ from omniroute.dashboard.web import Page, console_page
 
 router = APIRouter()
 
-WINDOW_LABELS = {"1h": "Last hour", "24h": "Last day", "7d": "Last week"}
+WINDOW_LABELS: Final[Mapping[str, str]] = MappingProxyType(
+    {"1h": "Last hour", "24h": "Last day", "7d": "Last week"}
+)
 
 
 def chart_data(summary: UsageSummary) -> str:

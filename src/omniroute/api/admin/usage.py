@@ -10,6 +10,8 @@ is counted.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Annotated, Any, Final, Literal
 
 from fastapi import APIRouter, Query
@@ -23,7 +25,9 @@ from omniroute.store import Store
 router = APIRouter(tags=["usage"])
 
 Window = Literal["1h", "24h", "7d"]
-WINDOWS: Final[dict[str, tuple[int, int]]] = {"1h": (3600, 60), "24h": (86_400, 900), "7d": (604_800, 3600)}
+WINDOWS: Final[Mapping[str, tuple[int, int]]] = MappingProxyType(
+    {"1h": (3600, 60), "24h": (86_400, 900), "7d": (604_800, 3600)}
+)
 """Window name → (length s, bucket s): 60 one-minute, 96 quarter-hour or 168 one-hour buckets."""
 MAX_PAGE: Final = 1000
 
