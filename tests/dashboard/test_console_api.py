@@ -145,3 +145,20 @@ def test_auto_scores_explain_each_candidate_and_edit_key_exclusions(
     unknown = api.put("/api/auto/exclusions", json={**edit, "exclude": ["zz"]})
     assert unknown.status_code == 404 and unknown.json()["error"]["param"] == "candidate_key"
     assert api.get("/api/auto/scores", params={"channel": "nonsense-channel"}).status_code == 400
+
+
+def test_auto_scores_of_a_persisted_auto_combo_use_its_router_and_weights(
+    gateway: GatewayThread, api: httpx.Client
+) -> None:
+    """AUTO-2/AUTO-4: a stored ``strategy: auto`` combo is a channel of its own: its pool, its
+    ``routerStrategy`` and its mode pack's weights."""
+    combo = {
+        "name": "thrifty",
+        "strategy": "auto",
+        "targets": [{"model": "local-o/model-o"}, {"model": "local-g/model-g"}],
+        "config": {"routerStrategy": "cost", "modePack": "cost-saver"},
+    }
+    assert api.post("/api/combos", json=combo).status_code == 201
+    s = api.get("/api/auto/scores", params={"channel": "thrifty"}).json()
+    assert (s["router"], s["weights_source"]) == ("cost", "cost-saver")
+    assert {c["connection"] for c in s["candidates"]} == {"o1", "g1"}

@@ -22,9 +22,9 @@ from pydantic import ValidationError
 from starlette.datastructures import FormData
 from starlette.responses import RedirectResponse, Response
 
-from omniroute.api.admin import field_path
 from omniroute.api.admin import session as sessions
 from omniroute.api.admin.core import is_loopback, loopback_only
+from omniroute.core.fields import field_errors
 from omniroute.errors import GatewayError
 from omniroute.gateway import Gateway
 
@@ -140,9 +140,8 @@ def form_errors(exc: GatewayError | ValidationError) -> tuple[str, str | None]:
     """``(message, field)`` for a form, worded as the management API words the same error."""
     if isinstance(exc, GatewayError):
         return exc.message, exc.param
-    first = exc.errors()[0]
-    field = field_path(first["loc"])
-    return f"{field}: {first['msg']}", field
+    field, message = field_errors(exc.errors()[:1])[0]
+    return f"{field}: {message}", field
 
 
 def ago(ts: Any) -> str:

@@ -85,7 +85,7 @@ class ExclusionsIn(BaseModel):
 def _router_and_weights(gw: Gateway, channel: str) -> tuple[str, dict[str, float], str]:
     """The channel's router name and weights (persisted auto combo, else the auto variant)."""
     combo = gw.registry.combos.get(channel)
-    if combo is not None and combo.get("strategy") == "auto":
+    if combo is not None and combo.strategy == "auto":
         options = auto_config(combo)
         weights, source = weights_for(None, options, None)
         return str(options.get("routerStrategy") or "rules"), weights, source

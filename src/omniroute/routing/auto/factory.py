@@ -21,6 +21,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
+from omniroute.core.combo import Combo
 from omniroute.routing.auto.statics import remember_statics
 from omniroute.routing.auto.variants import AutoVariant
 from omniroute.routing.decision import Decision
@@ -94,7 +95,7 @@ def virtual_pool(reg: Registry, now: float) -> list[Candidate]:
     return out
 
 
-def combo_pool(gw: Gateway, combo: Mapping[str, Any], decision: Decision, now: float) -> list[Candidate]:
+def combo_pool(gw: Gateway, combo: Combo, decision: Decision, now: float) -> list[Candidate]:
     """The pool of a persisted ``strategy: "auto"`` combo (AUTO-2): its targets expanded to one
     candidate per usable connection (a pinned ``connection_id`` stays pinned), or the virtual pool
     when it has no targets; then ``config.auto.candidatePool`` (provider ids or ``provider/model``)
@@ -103,8 +104,8 @@ def combo_pool(gw: Gateway, combo: Mapping[str, Any], decision: Decision, now: f
 
     reg = gw.registry
     pool: list[Candidate] = []
-    if combo.get("targets"):
-        for t in expand_targets(gw, dict(combo), decision):
+    if combo.targets:
+        for t in expand_targets(gw, combo, decision):
             for conn in reg.connections.get(t.provider.id, ()):
                 if t.connection_id is not None and conn.id != t.connection_id:
                     continue
@@ -120,12 +121,12 @@ def combo_pool(gw: Gateway, combo: Mapping[str, Any], decision: Decision, now: f
     return pool
 
 
-def auto_config(combo: Mapping[str, Any] | None) -> dict[str, Any]:
+def auto_config(combo: Combo | None) -> dict[str, Any]:
     """A persisted auto combo's options: ``config`` merged with ``config.auto`` / ``autoConfig``
     (the nested maps win), as one flat dict (reference §3.1)."""
-    if not combo:
+    if combo is None:
         return {}
-    cfg = dict(combo.get("config") or {})
+    cfg = dict(combo.config)
     for nested in ("auto", "autoConfig"):
         sub = cfg.get(nested)
         if isinstance(sub, Mapping):

@@ -79,7 +79,7 @@ class _Channel:
 def _channel(gw: Gateway, plan: Plan, decision: Decision, now: float) -> _Channel:
     if plan.combo is not None:
         options = auto_config(plan.combo)
-        name = str(plan.combo.get("name") or plan.requested)
+        name = plan.combo.name
         router = (
             options.get("routerStrategy") or options.get("routingStrategy") or options.get("strategyName")
         )
