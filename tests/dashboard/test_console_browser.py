@@ -46,6 +46,7 @@ pytestmark = pytest.mark.skipif(
 def browser() -> Iterator[Browser]:
     """Debian's Chromium, headless, launched by Playwright."""
     assert CHROMIUM is not None
+    expect.set_options(timeout=15_000)  # a loaded 2-core CI machine renders slowly; nothing here is timed
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM)
         yield b
@@ -165,6 +166,7 @@ def test_operator_creates_a_combo_tries_it_and_reads_its_decision(
     rows = page.locator("#requests-table tbody tr")
     expect(rows.first).to_contain_text("console-combo")
     page.get_by_label("Status").select_option("error")
+    expect(page.locator("#requests-table")).to_have_attribute("hx-get", re.compile("status=error"))
     expect(rows).to_have_count(1)
     expect(rows.first).to_contain_text("429")
     page.screenshot(path=shots / "requests.png", full_page=True)
@@ -218,6 +220,7 @@ def test_operator_excludes_an_auto_candidate_for_a_key_and_manages_keys(
     candidates = page.locator("#auto-live table.candidates > tbody > tr")
     expect(candidates).to_have_count(3)
     page.get_by_label("Exclusions of key").select_option(label="ci-key")
+    expect(page.locator("#auto-live")).to_have_attribute("hx-get", re.compile(r"key=\w+"))
     page.get_by_role("button", name="Exclude local-g/model-g@g1").click()
     expect(page.get_by_role("status")).to_contain_text("local-g/model-g@g1 excluded for key")
     expect(page.get_by_role("button", name="Re-include local-g/model-g@g1")).to_be_visible()
