@@ -29,7 +29,7 @@ from omniroute.errors import AuthenticationFailed, BudgetExceeded, PermissionDen
 from omniroute.observe.batch import BatchWriter
 from omniroute.observe.metrics import Metrics
 from omniroute.providers.catalog import Catalog
-from omniroute.providers.upstream import AttemptTimeouts, UpstreamClient
+from omniroute.providers.upstream import AttemptTimeouts, ReadLimits, UpstreamClient
 from omniroute.routing.decision import Decision, expand_stored
 from omniroute.routing.engine import Engine, Outcome, RetrySettings, StreamOutcome
 from omniroute.routing.multicall import execute_multi_call, is_multi_call
@@ -74,7 +74,10 @@ class Gateway:
                 ttft_s=config.resilience.timeouts.ttft_s,
                 idle_s=config.resilience.timeouts.idle_s,
                 total_s=config.resilience.timeouts.total_s,
-            )
+            ),
+            limits=ReadLimits.from_mb(
+                config.upstream_limits.max_response_mb, config.upstream_limits.max_event_mb
+            ),
         )
         # STORE-2: shared routing state in Redis when configured (degrades to local state), else local
         self.redis_state: ResilientRoutingState | None = None
@@ -314,7 +317,7 @@ class Gateway:
         """The API key record for the request, or ``None`` when keys are not required.
 
         Raises :class:`AuthenticationFailed` (401) for a missing or unknown key when
-        ``server.require_api_key`` is on, or for an unknown key presented anyway (API-8).
+        ``server.require_api_key`` is on, and for a non-ASCII key always (no key can be one) (API-8).
         """
         key = None
         auth = headers.get("authorization")
@@ -326,6 +329,8 @@ class Gateway:
             if self.config.server.require_api_key:
                 raise AuthenticationFailed("Missing API key: send 'Authorization: Bearer <key>'.")
             return None
+        if not key.isascii():
+            raise AuthenticationFailed("Invalid API key: keys are ASCII text.")
         rec = self._key_memo.get(key)
         if rec is not None:
             return rec

@@ -48,7 +48,7 @@ async def make_app(tmp_path: Path) -> AsyncIterator[Callable[..., Any]]:
 
 def client(app: OmniRouteApp, addr: tuple[str, int] = LOOPBACK) -> httpx.AsyncClient:
     return httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app, client=addr), base_url="http://testserver", timeout=30
+        transport=httpx.ASGITransport(app=app, client=addr), base_url="http://127.0.0.1:20128", timeout=30
     )
 
 
@@ -244,3 +244,34 @@ def test_every_vendored_file_is_recorded_with_its_licence() -> None:
         for f in folder.iterdir():
             assert f.name in record or f.name.endswith(".LICENSE.txt"), f"{folder.name}/{f.name}"
     assert "| `htmx.org` | 2.0.11 | 0BSD |" in record
+
+
+async def test_console_refuses_rebound_hosts_and_cross_site_changes(make_app: Callable[..., Any]) -> None:
+    """OPS-3 with the management API's DNS-rebinding rules: without an admin key a page asked for
+    under a foreign Host name is refused (it would hand out a CSRF token), and a change posted from
+    another site's origin is refused even with the right token."""
+    app = await make_app()
+    async with client(app) as c:
+        for path in ("/dashboard", "/dashboard/keys", "/dashboard/login"):
+            r = await c.get(path, headers={"Host": "evil.example"})
+            assert r.status_code == 403 and r.json()["error"]["code"] == "host_not_allowed", path
+        page = await c.get("/dashboard/keys")
+        token = re.search(r'name="csrf_token" value="([^"]+)"', page.text)
+        assert token is not None
+        r = await c.post(
+            "/dashboard/keys",
+            data={"name": "x", "csrf_token": token.group(1)},
+            headers={"Origin": "https://evil.example"},
+        )
+        assert r.status_code == 403 and r.json()["error"]["code"] == "origin_not_allowed"
+
+
+async def test_a_csrf_token_that_is_not_ascii_is_refused_not_an_error(make_app: Callable[..., Any]) -> None:
+    """A CSRF header with non-ASCII bytes is a plain 403 (constant-time comparison of bytes), on the
+    console and on the management API."""
+    app = await make_app(ADMIN_KEY)
+    async with client(app) as c:
+        await sign_in(c)
+        odd = {"X-CSRF-Token": "tökén".encode("latin-1")}
+        assert (await c.post("/dashboard/keys", data={"name": "x"}, headers=odd)).status_code == 403
+        assert (await c.post("/api/keys", json={"name": "x"}, headers=odd)).status_code == 403

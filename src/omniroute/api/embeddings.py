@@ -24,6 +24,7 @@ from omniroute.errors import AttemptRecord, GatewayError, InvalidRequest, Upstre
 from omniroute.gateway import Gateway
 from omniroute.providers.openai_format import base_url_for
 from omniroute.resilience.ladder import LadderContext
+from omniroute.resilience.redact import redact_error
 from omniroute.routing.decision import Decision
 from omniroute.routing.resolve import resolve
 from omniroute.typing import UpstreamRequest
@@ -121,11 +122,14 @@ async def embeddings(gw: Gateway, scope: Scope, receive: Receive, send: Send) ->
                     UpstreamRequest(url, hdrs, orjson.dumps({**body, "model": cand.model.id})),
                     provider=cand.provider.id,
                 )
-                data = await resp.read()
-                resp.close()
+                try:
+                    data = await resp.read()
+                finally:
+                    resp.close()
                 if resp.status >= 400:
                     raise gw.adapters["openai"].classify_error(resp.status, resp.headers, data, cand)
             except UpstreamError as err:
+                redact_error(err, cand.connection.secret)
                 ms = (time.monotonic() - a0) * 1000
                 decision.attempts.append(
                     AttemptRecord(

@@ -54,6 +54,7 @@ __all__ = [
     "RetriesConfig",
     "ServerConfig",
     "TimeoutsConfig",
+    "UpstreamLimitsConfig",
     "config_from_dict",
     "load_config",
 ]
@@ -70,6 +71,12 @@ DEFAULT_REQUIRE_API_KEY = False
 DEFAULT_MAX_BODY_MB = 10.0
 DEFAULT_WORKERS = 1
 DEFAULT_STREAM_KEEPALIVE_S = 5.0
+DEFAULT_MAX_RESPONSE_MB = 32.0
+"""Largest upstream response body (MB, after decompression) read whole; past it the attempt fails with
+a 502 and the engine falls back. Generous for any chat or embeddings answer, small enough that a
+hostile upstream cannot exhaust memory (issue "no limit on upstream response size")."""
+DEFAULT_MAX_EVENT_MB = 8.0
+"""Largest single upstream SSE event (MB); a stream is bounded per event, not in total."""
 """Seconds a streaming request may wait for its first content before the response headers and a
 keep-alive go out (then one keep-alive per interval): clients abort streams whose headers take too
 long (Gemini CLI: 60 s), and proxies drop idle connections. ``0`` turns it off."""
@@ -141,7 +148,9 @@ class ServerConfig:
     """``server`` (OPS-1, OPS-2, API-8): listen ``host``/``port``, whether ``/v1`` requires an API key,
     the management ``admin_key`` (``None`` → management API on loopback only), the request body cap
     ``max_body_mb`` (megabytes, 413 above it), uvicorn ``workers`` and ``stream_keepalive_s``
-    (seconds; :data:`DEFAULT_STREAM_KEEPALIVE_S`) — the last two additions to the contract.
+    (seconds; :data:`DEFAULT_STREAM_KEEPALIVE_S`) — the last two additions to the contract — and
+    ``allowed_hosts``, the ``Host`` names the management API answers besides loopback ones (DNS
+    rebinding guard, :mod:`omniroute.api.hosts`).
     """
 
     host: str = DEFAULT_HOST
@@ -151,6 +160,19 @@ class ServerConfig:
     max_body_mb: float = DEFAULT_MAX_BODY_MB
     workers: int = DEFAULT_WORKERS
     stream_keepalive_s: float = DEFAULT_STREAM_KEEPALIVE_S
+    allowed_hosts: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamLimitsConfig:
+    """``upstream_limits``: the most the gateway reads from a provider, in megabytes (after
+    decompression): ``max_response_mb`` for a whole body (answers and error bodies),
+    ``max_event_mb`` for one streamed SSE event. Over a limit the attempt is a 502 counted against
+    the provider, so the request falls back.
+    """
+
+    max_response_mb: float = DEFAULT_MAX_RESPONSE_MB
+    max_event_mb: float = DEFAULT_MAX_EVENT_MB
 
 
 @dataclass(frozen=True, slots=True)
@@ -341,6 +363,7 @@ class Config:
     fallback_chains: Mapping[str, tuple[ChainEntryConfig, ...]] = field(default_factory=_empty_chains)
     resilience: ResilienceConfig = field(default_factory=ResilienceConfig)
     auto: AutoConfig = field(default_factory=AutoConfig)
+    upstream_limits: UpstreamLimitsConfig = field(default_factory=UpstreamLimitsConfig)
     combo_defaults: Mapping[str, Any] = field(default_factory=_empty_map)
     source_path: Path | None = None
 

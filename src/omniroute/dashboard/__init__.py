@@ -11,6 +11,8 @@ endpoint functions with the same gateway, never the store. Access and CSRF: :mod
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 from fastapi import FastAPI, Request
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.staticfiles import StaticFiles
@@ -37,7 +39,7 @@ def install(app: FastAPI) -> None:
     async def _sign_in(request: Request, exc: SignInRequired) -> Response:
         target = f"{PREFIX}/login"
         if request.method == "GET" and request.headers.get("hx-request") != "true":
-            return RedirectResponse(f"{target}?next={request.url.path}", status_code=303)
+            return RedirectResponse(f"{target}?{urlencode({'next': request.url.path})}", status_code=303)
         return JSONResponse(
             {
                 "error": {

@@ -15,7 +15,7 @@ from fastapi import APIRouter, Depends, Request
 from starlette.responses import Response
 
 from omniroute.api.admin import session as sessions
-from omniroute.api.admin.core import is_loopback, loopback_only
+from omniroute.api.admin.core import check_origin, is_loopback, loopback_only
 from omniroute.dashboard.web import PREFIX, Page, console_page, redirect
 from omniroute.gateway import Gateway
 
@@ -32,6 +32,7 @@ def _next(target: str | None) -> str:
 async def _anonymous(request: Request) -> Page:
     """The sign-in page's own session: read, or started (no CSRF check: nothing is changed yet)."""
     gw: Gateway = request.app.state.gateway
+    check_origin(request, gw)
     if not gw.config.server.admin_key and not is_loopback(request):
         raise loopback_only()
     sess = sessions.read_session(request, gw)

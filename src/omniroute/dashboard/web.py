@@ -1,12 +1,13 @@
 """What every console page shares: access control, CSRF, template rendering and responses that work
 with and without htmx (OPS-3).
 
-Access is the management API's (API-8): with ``server.admin_key`` set, a session signed in with that
-key (:mod:`omniroute.api.admin.session`); without it, loopback clients only, each given an anonymous
-session so its forms still carry a CSRF token. Every state-changing request (any method but GET, HEAD,
-OPTIONS) must carry the session's token as the ``csrf_token`` form field or the ``X-CSRF-Token``
-header, else 403. A page request without a session is sent to the sign-in page; an htmx request gets
-401 with ``HX-Redirect`` so the browser goes there too.
+Access is the management API's (API-8), after its Host/Origin checks against DNS rebinding: with
+``server.admin_key`` set, a session signed in with that key (:mod:`omniroute.api.admin.session`);
+without it, loopback clients only, each given an anonymous session so its forms still carry a CSRF
+token. Every state-changing request (any method but GET, HEAD, OPTIONS) must carry the session's
+token as the ``csrf_token`` form field or the ``X-CSRF-Token`` header, else 403. A page request
+without a session is sent to the sign-in page; an htmx request gets 401 with ``HX-Redirect`` so the
+browser goes there too.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from starlette.datastructures import FormData
 from starlette.responses import RedirectResponse, Response
 
 from omniroute.api.admin import session as sessions
-from omniroute.api.admin.core import is_loopback, loopback_only
+from omniroute.api.admin.core import check_origin, is_loopback, loopback_only
 from omniroute.core.fields import field_errors
 from omniroute.errors import GatewayError
 from omniroute.gateway import Gateway
@@ -108,9 +109,11 @@ class Page:
 async def console_page(request: Request) -> Page:
     """Dependency of every console route: access control and, for unsafe methods, the CSRF check.
 
-    Raises :class:`SignInRequired` (no signed-in session while an admin key is set), a 403
+    Raises a 403 from the management API's Host/Origin checks (DNS rebinding, cross-site changes),
+    :class:`SignInRequired` (no signed-in session while an admin key is set), a 403
     ``admin_loopback_only`` (non-loopback client without an admin key) or a 403 ``csrf_failed``."""
     gw: Gateway = request.app.state.gateway
+    check_origin(request, gw)
     sess = sessions.read_session(request, gw)
     new_cookie = None
     if gw.config.server.admin_key:

@@ -14,6 +14,7 @@ from omniroute.errors import (
     ConnectionFailed,
     ContentFiltered,
     ContextOverflow,
+    ResponseTooLarge,
     StreamBroken,
     Timeout,
     UpstreamBadRequest,
@@ -29,7 +30,7 @@ __all__ = ["COUNTED_STATUSES", "BreakerSettings", "CircuitBreaker", "is_counted"
 COUNTED_STATUSES = frozenset({408, 500, 502, 503, 504})
 """HTTP statuses that count as provider failures (RESIL-1; 429 and other 4xx deliberately not)."""
 
-_COUNTED_CLASSES = (Timeout, ConnectionFailed, StreamBroken)
+_COUNTED_CLASSES = (Timeout, ConnectionFailed, StreamBroken, ResponseTooLarge)
 _NEVER_COUNTED = (
     UpstreamBadRequest,
     ContextOverflow,
@@ -59,8 +60,8 @@ class BreakerSettings:
 
 def is_counted(err: UpstreamError, settings: BreakerSettings | None = None) -> bool:
     """Whether ``err`` counts against its provider's breaker (RESIL-1): timeouts, connection errors,
-    broken streams, and upstream statuses 408/500/502/503/504 — never 429, never the request's own
-    fault (bad request, context overflow, content filter)."""
+    broken streams, oversized answers (``upstream_limits``) and upstream statuses 408/500/502/503/504
+    — never 429, never the request's own fault (bad request, context overflow, content filter)."""
     if isinstance(err, _NEVER_COUNTED):
         return False
     if isinstance(err, _COUNTED_CLASSES):

@@ -12,6 +12,7 @@ from fastapi import APIRouter, Depends, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from omniroute.api.admin import session
+from omniroute.api.hosts import check_management_request
 from omniroute.errors import AuthenticationFailed, GatewayError, InvalidRequest
 from omniroute.gateway import Gateway
 
@@ -44,15 +45,31 @@ def loopback_only() -> GatewayError:
     )
 
 
+def check_origin(request: Request, gw: Gateway) -> None:
+    """The Host/Origin checks against DNS rebinding and cross-site changes (:mod:`omniroute.api.hosts`)
+    that the management API and the console apply before anything else; 403 when they fail."""
+    server = gw.config.server
+    check_management_request(
+        request.method,
+        request.headers.get("host"),
+        request.headers.get("origin"),
+        allowed_hosts=server.allowed_hosts,
+        admin_key_set=bool(server.admin_key),
+    )
+
+
 def require_admin(request: Request, gw: Annotated[Gateway, Depends(gateway)]) -> Gateway:
     """API-8: ``Authorization: Bearer <admin_key>``, or a console session signed in with the admin key
     (OPS-3) whose unsafe calls carry its CSRF token (403 without it); without an admin key, loopback
-    clients only."""
+    clients only; and first the Host/Origin checks (:func:`check_origin`)."""
+    check_origin(request, gw)
     admin_key = gw.config.server.admin_key
+    auth = request.headers.get("authorization", "")
+    if not auth.isascii():  # no key is non-ASCII; and compare_digest refuses such strings
+        raise AuthenticationFailed("Invalid credentials: keys are ASCII text.")
     if admin_key:
-        auth = request.headers.get("authorization", "")
         token = auth[7:].strip() if auth[:7].lower() == "bearer " else ""
-        if token and hmac.compare_digest(token, admin_key):
+        if token and hmac.compare_digest(token.encode(), admin_key.encode()):
             return gw
         sess = session.read_session(request, gw)
         if sess is None or not sess.admin:

@@ -59,7 +59,7 @@ class ConsoleSession:
 
     def csrf_ok(self, token: str | None) -> bool:
         """Whether ``token`` is this session's CSRF token (constant-time)."""
-        return bool(token) and hmac.compare_digest(self.csrf, str(token))
+        return bool(token) and hmac.compare_digest(self.csrf.encode(), str(token).encode())
 
 
 def _secret(gw: Gateway) -> bytes:
