@@ -9,14 +9,16 @@ import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from omniroute.config import Config, ProviderConfig
+from omniroute.clock import Clock
+from omniroute.config import Config, ConfigError, ProviderConfig
 from omniroute.providers.catalog import Catalog, ModelOverride, ProviderOverride
 from omniroute.providers.openai_format import OpenAIAdapter
+from omniroute.providers.prices import with_library_prices
 from omniroute.resilience.breaker import BreakerSettings
 from omniroute.resilience.cooldown import CooldownSettings
 from omniroute.resilience.ladder import Resilience
 from omniroute.resilience.lockout import LockoutSettings
-from omniroute.state.base import RoutingState, SystemClock
+from omniroute.state.base import RoutingState
 from omniroute.typing import ProviderAdapter
 from omniroute.values import Connection
 
@@ -41,18 +43,24 @@ def adapters() -> dict[str, ProviderAdapter]:
     return out
 
 
-def build_resilience(config: Config, state: RoutingState) -> Resilience:
-    """The ladder with the configured RESIL-1/2/3 settings."""
+def build_resilience(config: Config, state: RoutingState, clock: Clock) -> Resilience:
+    """The ladder with the configured RESIL-1/2/3 settings, on ``clock`` (the gateway's)."""
     r = config.resilience
     return Resilience(
         state,
-        SystemClock(),
+        clock,
         BreakerSettings(
             failure_threshold=r.circuit_breaker.failure_threshold,
             reset_timeout_s=r.circuit_breaker.reset_timeout_s,
             half_open_probes=r.circuit_breaker.half_open_probes,
+            max_reset_timeout_s=r.circuit_breaker.max_reset_timeout_s,
         ),
-        CooldownSettings(base_s=r.cooldown.base_s, max_s=r.cooldown.max_s, max_hint_s=r.cooldown.max_hint_s),
+        CooldownSettings(
+            base_s=r.cooldown.base_s,
+            max_s=r.cooldown.max_s,
+            max_hint_s=r.cooldown.max_hint_s,
+            server_error_max_s=r.cooldown.server_error_max_s,
+        ),
         LockoutSettings(base_s=r.lockout.base_s, max_s=r.lockout.max_s),
     )
 
@@ -108,8 +116,19 @@ def _node_override(node: dict[str, Any]) -> ProviderOverride:
 def build_catalog(
     config: Config, nodes: Iterable[dict[str, Any]], simulated: SimulatedFleet | None
 ) -> Catalog:
-    """Built-in catalog + stored provider nodes + config providers (config wins) + simulated ones."""
-    cat = Catalog.builtin()
+    """Built-in catalog (or the config's ``catalog_file``) priced by genai-prices + stored provider
+    nodes + config providers (config wins) + simulated ones.
+
+    Raises :class:`ConfigError` naming ``catalog_file`` when that file cannot be read or is invalid.
+    """
+    if config.catalog_file is None:
+        base = Catalog.builtin()
+    else:
+        try:
+            base = Catalog.load(config.catalog_file)
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"catalog_file: cannot load {config.catalog_file}: {exc}") from None
+    cat = with_library_prices(base)
     by_id = {n["id"]: _node_override(n) for n in nodes}
     for p in config.providers:
         by_id[p.id] = provider_override(p)

@@ -65,9 +65,10 @@ class ProviderAdapter(Protocol):
         ...
 
     def classify_error(
-        self, status: int, headers: Mapping[str, str], body: bytes, cand: Candidate
+        self, status: int, headers: Mapping[str, str], body: bytes, cand: Candidate, *, now: float
     ) -> UpstreamError:
-        """Turn an HTTP error response into a typed upstream error (RESIL-5)."""
+        """Turn an HTTP error response into a typed upstream error (RESIL-5); ``now`` (epoch s, the
+        gateway's clock) turns an HTTP-date ``Retry-After`` into seconds."""
         ...
 
 

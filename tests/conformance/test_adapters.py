@@ -29,6 +29,7 @@ from omniroute.typing import ProviderAdapter
 from omniroute.values import Candidate, ChatRequest, Connection, ModelInfo, ProviderInfo
 
 FORMATS = ("openai", "anthropic", "gemini")
+NOW = 1_700_000_000.0  # epoch s: the clock reading error classification is given
 ARGS = {"city": "Paris", "unit": "celsius"}
 TOOLS = [
     {
@@ -79,7 +80,7 @@ class Harness:
         try:
             raw = await resp.read()
             if resp.status >= 400:
-                raise self.adapter.classify_error(resp.status, resp.headers, raw, cand)
+                raise self.adapter.classify_error(resp.status, resp.headers, raw, cand, now=NOW)
             return self.adapter.parse_response(raw, cand)
         finally:
             resp.close()
@@ -93,7 +94,7 @@ class Harness:
         )
         try:
             if resp.status >= 400:
-                raise self.adapter.classify_error(resp.status, resp.headers, await resp.read(), cand)
+                raise self.adapter.classify_error(resp.status, resp.headers, await resp.read(), cand, now=NOW)
             parser = self.adapter.stream_parser(cand, req)
             out: list[dict[str, Any]] = []
             async for ev, data in resp.events():

@@ -55,10 +55,10 @@ def test_connection_test_uses_that_connection_and_stores_the_outcome(
     assert api.post("/api/connections/nope/test").status_code == 404
 
 
-def test_usage_summary_counts_traffic_errors_fallbacks_and_tops(
+def test_usage_traffic_counts_requests_errors_fallbacks_and_tops(
     make_gateway: Callable[..., GatewayThread],
 ) -> None:
-    """OPS-3/OBS-1: the overview's summary counts requests, errors (not fallbacks), fallbacks (served
+    """OPS-3/OBS-1: the overview's traffic figures count requests, errors (not fallbacks), fallbacks (served
     after a failed attempt), latency percentiles and spend, and names the busiest keys."""
     gw = make_gateway(
         {
@@ -78,7 +78,7 @@ def test_usage_summary_counts_traffic_errors_fallbacks_and_tops(
         200,
     ]
     assert chat(gw, "local-g/model-g+fail-400").status_code == 400
-    s = api.get("/api/usage/summary", params={"window": "1h"}).json()
+    s = api.get("/api/usage/traffic", params={"window": "1h"}).json()
     t = s["totals"]
     assert (t["requests"], t["errors"], t["fallbacks"]) == (3, 1, 1)
     assert math.isclose(s["error_rate"], 1 / 3)
@@ -86,7 +86,7 @@ def test_usage_summary_counts_traffic_errors_fallbacks_and_tops(
     assert t["cost_usd"] > 0 and s["bucket_s"] == 60 and sum(b["requests"] for b in s["series"]) == 3
     assert s["top_keys"][0] == {**s["top_keys"][0], "name": "team", "requests": 2}
     assert {m["model"] for m in s["top_models"]} == {"model-o", "model-c"}
-    bad = api.get("/api/usage/summary", params={"window": "2h"})
+    bad = api.get("/api/usage/traffic", params={"window": "2h"})
     assert bad.status_code == 400 and bad.json()["error"]["param"] == "window"
 
 

@@ -217,7 +217,7 @@ async def test_root_leads_to_the_console_and_docs_work_offline(make_app: Callabl
         assert len(assets) >= 2
         for asset in assets:
             assert (await c.get(asset)).status_code == 200, asset
-        assert (await c.get("/openapi.json")).json()["paths"]["/api/usage/summary"]
+        assert (await c.get("/openapi.json")).json()["paths"]["/api/usage/traffic"]
 
 
 async def test_console_pages_are_not_framed_and_run_only_their_own_scripts(

@@ -108,6 +108,35 @@ async def test_ping(store: Store) -> None:
     assert await store.ping() is True
 
 
+async def test_usage_summary_sums_token_classes_by_key_model_and_utc_day(store: Store) -> None:
+    """OBS-1: sums per key and UTC day (a row one second before midnight is the earlier day), every
+    token class and the cost; member rows are left out; rows outside the window are ignored."""
+    midnight = 1_764_633_600.0  # 2025-12-02T00:00:00Z
+    await store.write_usage(
+        [
+            _row(ts=midnight - 1, api_key_id="k1", cached_tokens=4, cost_usd=0.25),
+            _row(ts=midnight, api_key_id="k1", cache_write_tokens=3, cache_write_1h_tokens=1, cost_usd=0.5),
+            _row(ts=midnight + 60, api_key_id="k1", reasoning_tokens=2, price_unknown=True, cost_usd=0.0),
+            _row(ts=midnight + 61, api_key_id="k1", member="panel[0]", cost_usd=9.0),
+            _row(ts=midnight + 62, api_key_id="k2", model="gpt-5", cost_usd=0.125),
+            _row(ts=midnight + 86_400, api_key_id="k1", cost_usd=7.0),
+        ]
+    )
+    data = await store.usage_summary(["key", "day"], midnight - 86_400, midnight + 86_400)
+    assert [(d["key"], d["day"], d["requests"], d["cost_usd"]) for d in data] == [
+        ("k1", "2025-12-01", 1, 0.25),
+        ("k1", "2025-12-02", 2, 0.5),
+        ("k2", "2025-12-02", 1, 0.125),
+    ]
+    k1 = data[1]
+    assert (k1["prompt_tokens"], k1["completion_tokens"], k1["cache_write_tokens"]) == (20, 10, 3)
+    assert (k1["cache_write_1h_tokens"], k1["reasoning_tokens"], k1["price_unknown_requests"]) == (1, 2, 1)
+    by_model = await store.usage_summary(["model"], midnight - 86_400, midnight + 86_400)
+    assert [(d["model"], d["requests"]) for d in by_model] == [("gpt-4o", 3), ("gpt-5", 1)]
+    with pytest.raises(ValueError, match="colour"):
+        await store.usage_summary(["colour"], 0, midnight)
+
+
 async def test_recent_usage_filters_and_pages(store: Store) -> None:
     """OBS-1: recent requests filter by key, model (requested, served id or provider/model), status and
     request id, and page with an offset."""
@@ -136,7 +165,7 @@ async def test_recent_usage_filters_and_pages(store: Store) -> None:
         await ids(status="bad")
 
 
-async def test_usage_summary_counts_percentiles_and_tops(store: Store) -> None:
+async def test_traffic_summary_counts_percentiles_and_tops(store: Store) -> None:
     """Console overview: per-bucket and total requests, errors (not 499), fallbacks, nearest-rank
     p50/p95 latency and TTFT over successful main rows, spend; member rows count once via the main
     row; rows before the window are left out."""
@@ -150,7 +179,7 @@ async def test_usage_summary_counts_percentiles_and_tops(store: Store) -> None:
         _row(ts=base - 1, latency_ms=88888.0),
     ]
     await store.write_usage(rows)
-    s = await store.usage_summary(base, 60)
+    s = await store.traffic_summary(base, 60)
     t = s["totals"]
     assert (t["requests"], t["errors"], t["fallbacks"]) == (23, 1, 1)
     assert t["p50_latency_ms"] == 110.0 and t["p95_latency_ms"] == 200.0  # 21 ok rows: ranks 11 and 20
@@ -167,6 +196,6 @@ async def test_usage_summary_counts_percentiles_and_tops(store: Store) -> None:
         "cost_usd": pytest.approx(0.022),
     }
     assert [k["api_key_id"] for k in s["top_keys"]] == [None, "k1"]
-    empty = await store.usage_summary(base + 10_000, 60)
+    empty = await store.traffic_summary(base + 10_000, 60)
     assert empty["series"] == [] and empty["totals"]["requests"] == 0
     assert empty["totals"]["p50_latency_ms"] is None

@@ -12,7 +12,6 @@ shape ``{"type": "error", "error": {"type", "message"}}`` with the HTTP status (
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -63,7 +62,7 @@ async def _read(
 
 async def messages(gw: Gateway, scope: Scope, receive: Receive, send: Send) -> None:
     """``POST /v1/messages`` (API-3)."""
-    t0 = time.perf_counter()
+    t0 = gw.clock.monotonic()
     headers = header_map(scope)
     req_id = gw.request_id_for(headers)
     try:

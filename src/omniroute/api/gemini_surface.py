@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 import re
-import time
 from typing import Any
 
 from omniroute.api.asgi import (
@@ -113,7 +112,7 @@ def _validate_canonical(canonical: dict[str, Any]) -> None:
 
 async def handle(gw: Gateway, scope: Scope, receive: Receive, send: Send) -> None:
     """Serve one Gemini-style request (see the module docstring)."""
-    t0 = time.perf_counter()
+    t0 = gw.clock.monotonic()
     m = _PATH.match(scope["path"])
     model, method = (m.group(1), m.group(2)) if m else ("", "")
     headers = header_map(scope)

@@ -4,7 +4,6 @@ OpenAI error shape (API-6), as plain ASGI handlers on the hot path.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import orjson
@@ -14,7 +13,7 @@ from omniroute.api.chat import chat_request, run_chat, send_error
 from omniroute.api.validate import validate_chat_body
 from omniroute.errors import GatewayError
 from omniroute.gateway import Gateway
-from omniroute.translate._common import SSE_COMMENT
+from omniroute.translate._common import SSE_COMMENT, now_s
 from omniroute.values import ChatRequest, Usage
 
 _DONE = b"data: [DONE]\n\n"
@@ -51,7 +50,7 @@ class OpenAIStreamEncoder:
         if not self.id:
             self.id = ch.get("id") or ""
             self.model = ch.get("model") or ""
-            self.created = ch.get("created") or int(time.time())
+            self.created = ch.get("created") or now_s()
         if "usage" in ch:
             if not ch.get("choices"):
                 return b""
@@ -105,7 +104,7 @@ SURFACE = OpenAISurface()
 
 async def chat_completions(gw: Gateway, scope: Scope, receive: Receive, send: Send) -> None:
     """``POST /v1/chat/completions`` (API-1)."""
-    t0 = time.perf_counter()
+    t0 = gw.clock.monotonic()
     headers = header_map(scope)
     req_id = gw.request_id_for(headers)
     req: ChatRequest | None = None

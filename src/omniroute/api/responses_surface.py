@@ -13,7 +13,6 @@ it. Errors use the OpenAI shape (API-6).
 from __future__ import annotations
 
 import logging
-import time
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -47,7 +46,7 @@ class ResponsesSurface:
         self.conversation = conversation
         self.api_key_id = api_key_id
         self.id = "resp_" + uuid.uuid4().hex
-        self.created_at = int(time.time())
+        self.created_at = int(gw.clock.time())
         self.pending: dict[str, Any] | None = None
 
     def error_body(self, err: GatewayError) -> dict[str, Any]:
@@ -105,7 +104,7 @@ async def _history(gw: Gateway, body: dict[str, Any], api_key_id: str | None) ->
 
 async def responses(gw: Gateway, scope: Scope, receive: Receive, send: Send) -> None:
     """``POST /v1/responses`` (API-4)."""
-    t0 = time.perf_counter()
+    t0 = gw.clock.monotonic()
     headers = header_map(scope)
     req_id = gw.request_id_for(headers)
     try:

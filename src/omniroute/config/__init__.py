@@ -98,11 +98,15 @@ DEFAULT_ALLOWED_MODELS: tuple[str, ...] = ("*",)
 
 # --- resilience (RESIL-1, RESIL-2, RESIL-3, RESIL-6) -------------------------------------------------
 DEFAULT_FAILURE_THRESHOLD = 5
-DEFAULT_RESET_TIMEOUT_S = 30.0
+# Recovery (RESIL-11): a recovered target must be back within 15 s under steady traffic, so the breaker
+# probes at least every 10 s and a server-error cooldown never outlasts 10 s.
+DEFAULT_RESET_TIMEOUT_S = 10.0
+DEFAULT_MAX_RESET_TIMEOUT_S = 10.0
 DEFAULT_HALF_OPEN_PROBES = 1
 DEFAULT_COOLDOWN_BASE_S = 3.0
 DEFAULT_COOLDOWN_MAX_S = 300.0
 DEFAULT_COOLDOWN_MAX_HINT_S = 1800.0
+DEFAULT_COOLDOWN_SERVER_ERROR_MAX_S = 10.0
 DEFAULT_LOCKOUT_BASE_S = 120.0
 DEFAULT_LOCKOUT_MAX_S = 1800.0
 DEFAULT_RETRIES_PER_TARGET = 1
@@ -263,23 +267,27 @@ class ChainEntryConfig:
 @dataclass(frozen=True, slots=True)
 class CircuitBreakerConfig:
     """Per-provider breaker (RESIL-1): OPEN after ``failure_threshold`` consecutive counted failures,
-    HALF_OPEN after ``reset_timeout_s`` seconds (doubling per re-open), admitting ``half_open_probes``.
+    HALF_OPEN after ``reset_timeout_s`` seconds (doubling per re-open, never beyond
+    ``max_reset_timeout_s`` nor below ``reset_timeout_s``; RESIL-11), admitting ``half_open_probes``.
     """
 
     failure_threshold: int = DEFAULT_FAILURE_THRESHOLD
     reset_timeout_s: float = DEFAULT_RESET_TIMEOUT_S
+    max_reset_timeout_s: float = DEFAULT_MAX_RESET_TIMEOUT_S
     half_open_probes: int = DEFAULT_HALF_OPEN_PROBES
 
 
 @dataclass(frozen=True, slots=True)
 class CooldownConfig:
     """Per-connection cooldown (RESIL-2), seconds: backoff ``base_s·2^level`` capped at ``max_s``;
-    upstream retry hints capped at ``max_hint_s``.
+    upstream retry hints capped at ``max_hint_s``; a cooldown caused by a server-side failure
+    (503/529/overloaded, or a hinted 5xx) never lasts longer than ``server_error_max_s`` (RESIL-11).
     """
 
     base_s: float = DEFAULT_COOLDOWN_BASE_S
     max_s: float = DEFAULT_COOLDOWN_MAX_S
     max_hint_s: float = DEFAULT_COOLDOWN_MAX_HINT_S
+    server_error_max_s: float = DEFAULT_COOLDOWN_SERVER_ERROR_MAX_S
 
 
 @dataclass(frozen=True, slots=True)
@@ -349,12 +357,14 @@ class Config:
     (COMBO-3/COMBO-4: e.g. ``stickyRoundRobinLimit``; the deep-frozen options map of
     :class:`~omniroute.core.combo.ComboOptions`), an addition to the OPS-2 contract. ``source_path``
     is the file that was read, or ``None``. Config-declared objects win over stored copies with the
-    same id (OPS-2).
+    same id (OPS-2). ``catalog_file`` is a catalog written by ``omniroute catalog refresh`` that
+    replaces the built-in one (PROV-2); ``None`` uses the built-in catalog.
     """
 
     server: ServerConfig = field(default_factory=ServerConfig)
     database_url: str = DEFAULT_DATABASE_URL
     redis_url: str | None = None
+    catalog_file: Path | None = None
     api_keys: tuple[ApiKeyConfig, ...] = ()
     providers: tuple[ProviderConfig, ...] = ()
     connections: tuple[ConnectionConfig, ...] = ()

@@ -24,6 +24,7 @@ from omniroute.config import (
     DEFAULT_COOLDOWN_BASE_S,
     DEFAULT_COOLDOWN_MAX_HINT_S,
     DEFAULT_COOLDOWN_MAX_S,
+    DEFAULT_COOLDOWN_SERVER_ERROR_MAX_S,
     DEFAULT_DATABASE_URL,
     DEFAULT_EXPLORATION_RATE,
     DEFAULT_FAILURE_THRESHOLD,
@@ -36,6 +37,7 @@ from omniroute.config import (
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_MAX_BODY_MB,
     DEFAULT_MAX_EVENT_MB,
+    DEFAULT_MAX_RESET_TIMEOUT_S,
     DEFAULT_MAX_RESPONSE_MB,
     DEFAULT_PORT,
     DEFAULT_REQUIRE_API_KEY,
@@ -202,6 +204,7 @@ class _ChainEntry(_Edge):
 class _CircuitBreaker(_Edge):
     failure_threshold: Int = Field(DEFAULT_FAILURE_THRESHOLD, ge=1)
     reset_timeout_s: Number = Field(DEFAULT_RESET_TIMEOUT_S, gt=0)
+    max_reset_timeout_s: Number = Field(DEFAULT_MAX_RESET_TIMEOUT_S, gt=0)
     half_open_probes: Int = Field(DEFAULT_HALF_OPEN_PROBES, ge=1)
 
 
@@ -209,6 +212,7 @@ class _Cooldown(_Edge):
     base_s: Number = Field(DEFAULT_COOLDOWN_BASE_S, gt=0)
     max_s: Number = Field(DEFAULT_COOLDOWN_MAX_S, gt=0)
     max_hint_s: Number = Field(DEFAULT_COOLDOWN_MAX_HINT_S, gt=0)
+    server_error_max_s: Number = Field(DEFAULT_COOLDOWN_SERVER_ERROR_MAX_S, gt=0)
 
 
 class _Lockout(_Edge):
@@ -251,6 +255,7 @@ class _Root(_Edge):
     server: _Server | None = None
     database_url: _Str | None = None
     redis_url: _Str | None = None
+    catalog_file: _Str | None = None
     api_keys: list[_ApiKey] | None = None
     providers: list[_Provider] | None = None
     connections: list[_Connection] | None = None
@@ -284,6 +289,9 @@ def build(
     config = _apply_env_urls(config, env, errors)
     if errors:
         raise ConfigError(errors)
+    if config.catalog_file is not None and source is not None and not config.catalog_file.is_absolute():
+        # a relative catalog_file is read from the config file's folder
+        config = replace(config, catalog_file=source.parent / config.catalog_file)
     return replace(config, source_path=source)
 
 
@@ -378,6 +386,7 @@ def _convert(root: _Root, errors: list[tuple[str, str]]) -> Config:
         server=server,
         database_url=root.database_url or DEFAULT_DATABASE_URL,
         redis_url=root.redis_url,
+        catalog_file=Path(root.catalog_file).expanduser() if root.catalog_file else None,
         api_keys=api_keys,
         providers=providers,
         connections=connections,

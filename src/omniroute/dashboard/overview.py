@@ -1,7 +1,7 @@
 """Overview page: traffic, errors, fallbacks, latency, TTFT and spend of the last hour, day or week,
 the busiest models and keys, and the resilience state at a glance (OPS-3).
 
-Data: ``GET /api/usage/summary`` and ``GET /api/resilience``. The live part is re-fetched every 10 s;
+Data: ``GET /api/usage/traffic`` and ``GET /api/resilience``. The live part is re-fetched every 10 s;
 the charts are drawn by ``console.js`` from the JSON embedded in it.
 """
 
@@ -16,7 +16,7 @@ from fastapi import APIRouter, Depends
 from starlette.responses import Response
 
 from omniroute.api.admin.resilience import resilience_state
-from omniroute.api.admin.usage import WINDOWS, UsageSummary, Window, usage_summary
+from omniroute.api.admin.usage import WINDOWS, TrafficSummary, Window, usage_traffic
 from omniroute.dashboard.web import Page, console_page
 
 router = APIRouter()
@@ -26,7 +26,7 @@ WINDOW_LABELS: Final[Mapping[str, str]] = MappingProxyType(
 )
 
 
-def chart_data(summary: UsageSummary) -> str:
+def chart_data(summary: TrafficSummary) -> str:
     """The series as uPlot columns, one point per bucket of the whole window (empty buckets: zero
     requests, no latency), as JSON text for the page."""
     by_ts = {b.ts: b for b in summary.series}
@@ -51,7 +51,7 @@ def chart_data(summary: UsageSummary) -> str:
 @router.get("")
 async def overview(page: Annotated[Page, Depends(console_page)], window: Window = "24h") -> Response:
     """The overview; htmx polls return only its live part."""
-    summary = await usage_summary(page.gw, window)
+    summary = await usage_traffic(page.gw, window)
     state = await resilience_state(page.gw)
     return page.render(
         "partials/overview_live.html" if page.htmx else "overview.html",

@@ -44,10 +44,10 @@ def _health(conn: dict[str, Any], state: dict[str, Any]) -> tuple[str, str]:
         return "bad", f"invalid credentials: {invalid['reason']}"
     breaker = state["breakers"].get(conn["provider"])
     if breaker is not None and breaker["state"] == "OPEN":
-        return "bad", f"provider circuit open, next probe {ago(breaker['next_probe_at'])}"
+        return "bad", f"provider circuit open, next probe {ago(breaker['next_probe_at'], state['now'])}"
     cooldown = state["cooldowns"].get(conn["id"])
     if cooldown is not None and cooldown["until"]:
-        return "warn", f"cooling down, ready {ago(cooldown['until'])}: {cooldown['reason']}"
+        return "warn", f"cooling down, ready {ago(cooldown['until'], state['now'])}: {cooldown['reason']}"
     if breaker is not None and breaker["state"] == "HALF_OPEN":
         return "warn", "provider circuit half-open (probing)"
     if not conn.get("is_active", True):

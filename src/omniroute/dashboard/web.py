@@ -93,6 +93,7 @@ class Page:
                 "admin_mode": bool(self.gw.config.server.admin_key),
                 "static": STATIC_URL,
                 "path": self.request.url.path,
+                "now": self.gw.clock.time(),
                 **context,
             },
             status_code=status,
@@ -147,11 +148,12 @@ def form_errors(exc: GatewayError | ValidationError) -> tuple[str, str | None]:
     return f"{field}: {message}", field
 
 
-def ago(ts: Any) -> str:
-    """``"12 s ago"``-style text for an epoch-seconds value (``"—"`` when missing)."""
+def ago(ts: Any, now: float) -> str:
+    """``"12 s ago"`` / ``"in 5 min"`` for an epoch-seconds value seen at ``now`` (``"—"`` when
+    missing)."""
     if not isinstance(ts, int | float) or not ts:
         return "—"
-    delta = datetime.now(UTC).timestamp() - float(ts)
+    delta = now - float(ts)
     if delta < 0:
         return f"in {_span(-delta)}"
     return f"{_span(delta)} ago"

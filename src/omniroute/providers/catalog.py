@@ -371,7 +371,7 @@ def _check_provider(p: ProviderInfo) -> None:
             )
         if m.tier not in TIERS:
             raise ValueError(f"{where}: tier {m.tier!r} is not one of {', '.join(TIERS)}")
-        unknown = sorted(m.capabilities.difference(CAPABILITIES))
+        unknown = sorted((m.capabilities or frozenset()).difference(CAPABILITIES))
         if unknown:
             raise ValueError(f"{where}: unknown capabilities {unknown} (known: {', '.join(CAPABILITIES)})")
 
@@ -382,6 +382,10 @@ def _derived_tier(input_price: float | None, output_price: float | None) -> str:
     if input_price == 0 and output_price == 0:
         return "free"
     return "premium" if 0.6 * input_price + 0.4 * output_price >= PREMIUM_BLENDED_PRICE else "standard"
+
+
+def _source(input_price: float | None, output_price: float | None, known: str) -> str:
+    return known if input_price is not None and output_price is not None else "unknown"
 
 
 def _union(have: tuple[str, ...], extra: Iterable[str]) -> tuple[str, ...]:
@@ -395,7 +399,7 @@ def _union(have: tuple[str, ...], extra: Iterable[str]) -> tuple[str, ...]:
 
 
 def _serves_embeddings(models: Iterable[ModelInfo]) -> bool:
-    return any("embeddings" in m.capabilities for m in models)
+    return any(m.capabilities is not None and "embeddings" in m.capabilities for m in models)
 
 
 # -- our JSON format ------------------------------------------------------------------------------
@@ -445,9 +449,10 @@ def _parse_model(item: Any, where: str) -> ModelInfo:
         output_price=output_price,
         context_window=_tokens(item, "context_window", where),
         max_output_tokens=_tokens(item, "max_output_tokens", where),
-        capabilities=frozenset(_str_list(item, "capabilities", where)),
+        capabilities=frozenset(_str_list(item, "capabilities", where)) if "capabilities" in item else None,
         tier=_str(item, "tier", where) if tier is not None else _derived_tier(input_price, output_price),
         name=_str(item, "name", where, mid) or mid,
+        price_source=_source(input_price, output_price, "catalog"),
     )
 
 
@@ -469,6 +474,9 @@ def _parse_provider(item: Any, source: str) -> ProviderInfo:
     simulated = item.get("simulated", False)
     if not isinstance(simulated, bool):
         raise ValueError(f"{where}: 'simulated' must be true or false")
+    local = item.get("local", False)
+    if not isinstance(local, bool):
+        raise ValueError(f"{where}: 'local' must be true or false")
     return ProviderInfo(
         id=pid,
         format=_str(item, "format", where, "openai"),
@@ -478,20 +486,23 @@ def _parse_provider(item: Any, source: str) -> ProviderInfo:
         models=models,
         simulated=simulated,
         embeddings=_serves_embeddings(models) if embeddings is None else embeddings,
+        local=local,
     )
 
 
 def _model_to_dict(m: ModelInfo) -> dict[str, Any]:
-    return {
+    out: dict[str, Any] = {
         "id": m.id,
         "name": m.name or m.id,
         "input_price": m.input_price,
         "output_price": m.output_price,
         "context_window": m.context_window,
         "max_output_tokens": m.max_output_tokens,
-        "capabilities": [c for c in CAPABILITIES if c in m.capabilities],
-        "tier": m.tier,
     }
+    if m.capabilities is not None:  # absent = unknown, [] = none (RESIL-8)
+        out["capabilities"] = [c for c in CAPABILITIES if c in m.capabilities]
+    out["tier"] = m.tier
+    return out
 
 
 def _provider_to_dict(p: ProviderInfo) -> dict[str, Any]:
@@ -505,6 +516,8 @@ def _provider_to_dict(p: ProviderInfo) -> dict[str, Any]:
     }
     if p.simulated:
         out["simulated"] = True
+    if p.local:
+        out["local"] = True
     out["models"] = [_model_to_dict(m) for m in p.models]
     return out
 
@@ -525,13 +538,25 @@ def _merge_models(models: tuple[ModelInfo, ...], overrides: Iterable[ModelOverri
                     output_price=mo.output_price,
                     context_window=mo.context_window or 0,
                     max_output_tokens=mo.max_output_tokens or 0,
-                    capabilities=caps or frozenset(),
+                    capabilities=caps,
                     tier=mo.tier or _derived_tier(mo.input_price, mo.output_price),
                     name=mo.name or mo.id,
+                    price_source=_source(mo.input_price, mo.output_price, "config"),
                 )
             )
             continue
         have = out[pos]
+        if mo.input_price is not None or mo.output_price is not None:
+            # config prices replace every price of the model: cache tokens then bill at the input price
+            have = replace(
+                have,
+                cache_read_price=None,
+                cache_write_price=None,
+                cache_write_1h_price=None,
+                long_context_threshold=0,
+                long_context=None,
+                price_source="config",
+            )
         out[pos] = replace(
             have,
             input_price=have.input_price if mo.input_price is None else mo.input_price,
@@ -562,8 +587,8 @@ def _md_limit(obj: Any, key: str) -> int | None:
     return int(value) if value else None
 
 
-def _md_capabilities(m: dict[str, Any], caps: frozenset[str]) -> frozenset[str]:
-    out = set(caps)
+def _md_capabilities(m: dict[str, Any], caps: frozenset[str] | None) -> frozenset[str]:
+    out = set(caps or ())
     flags = {"tool_call": "tools", "reasoning": "reasoning", "structured_output": "structured_output"}
     for key, cap in flags.items():
         if m.get(key) is True:

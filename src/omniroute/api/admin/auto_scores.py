@@ -103,7 +103,7 @@ def _healing_text(entry: healing.HealEntry | None, now: float) -> str | None:
 async def channel_scores(gw: Gateway, channel: str, key_id: str | None) -> ChannelScores:
     """Score ``channel``'s pool now, without changing any routing state (AUTO-3)."""
     pool = channel_pool(gw, channel)
-    now = gw.resilience.clock.time()
+    now = gw.clock.time()
     excluded = await key_exclusions(gw, key_id, channel)
     reach = {r["key"]: r for r in await reachability(gw, pool, excluded)}
     router_name, weights, source = _router_and_weights(gw, channel)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
-import time
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request, Response
@@ -107,18 +106,22 @@ async def health() -> dict[str, Any]:
 
 @router.get("/health/ready", tags=["health"])
 async def ready(gw: Annotated[Gateway, Depends(gateway)], response: Response) -> dict[str, Any]:
-    """Readiness (OBS-4): the database and the routing-state store answer."""
-    db_ok = gw.store is not None and await gw.store.ping()
-    state_ok = await gw.state_ready()
-    ok = db_ok and state_ok
-    if not ok:
+    """Readiness (OBS-4, OPS-4): 200 while the gateway can serve. Requests are routed from the
+    in-memory snapshot, so a database or Redis that stops answering after start-up leaves the gateway
+    serving in a degraded mode (local routing state, usage rows retried): ``status: degraded`` with
+    the failing part ``false``, still 200, so an orchestrator keeps a working replica in rotation.
+    503 only when it cannot serve: before start-up has finished."""
+    if gw.store is None:
         response.status_code = 503
+        return {"status": "unavailable", "database": False, "state": False}
+    db_ok = await gw.store.ping()
+    state_ok = await gw.state_ready()
     return {
-        "status": "ok" if ok else "unavailable",
+        "status": "ok" if db_ok and state_ok else "degraded",
         "database": db_ok,
         "state": state_ok,
         "simulated": gw.simulated is not None,
-        "uptime_s": round(time.time() - gw.started_at, 1),
+        "uptime_s": round(gw.clock.time() - gw.started_at, 1),
     }
 
 

@@ -12,7 +12,6 @@ whose provider breaker is open is reported as not attempted), stores the outcome
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from fastapi import APIRouter
@@ -67,7 +66,7 @@ def _request(gw: Gateway, model: str, prompt: str, max_tokens: int | None) -> Ch
 
 async def _run(gw: Gateway, req: ChatRequest, connection: str | None = None) -> TryOut:
     """Execute ``req`` (only through ``connection`` when given), record usage and return the outcome."""
-    t0 = time.perf_counter()
+    t0 = gw.clock.monotonic()
     decision = Decision(req.request_id, req.model)
     outcome: Outcome | None = None
     error: GatewayError | None = None
@@ -80,7 +79,7 @@ async def _run(gw: Gateway, req: ChatRequest, connection: str | None = None) -> 
         outcome = result
     except GatewayError as err:
         error = err
-    latency_ms = (time.perf_counter() - t0) * 1000
+    latency_ms = (gw.clock.monotonic() - t0) * 1000
     cand = outcome.candidate if outcome else None
     gw.record_usage(
         req,

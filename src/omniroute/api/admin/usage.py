@@ -1,15 +1,14 @@
-"""Usage in the management API (OBS-1): recent requests, filtered and paged, and the traffic summary
-the console overview charts (OPS-3).
+"""Usage in the management API (OBS-1): recent requests, filtered and paged; the traffic the console
+overview charts (OPS-3); and usage and cost summed per key, model, provider or day.
 
-``GET /api/usage`` lists usage rows newest first (``key``, ``model``, ``status`` filters; ``offset``
-paging); ``GET /api/usage/summary?window=1h|24h|7d`` gives totals, a time series and the busiest
-models and keys of the window. Both flush the usage writer first, so a request that just finished
-is counted.
+``GET /api/usage`` lists usage rows newest first (``key``, ``model``, ``status``, ``request_id``
+filters; ``offset`` paging); ``GET /api/usage/traffic?window=1h|24h|7d`` gives totals, a time series
+and the busiest models and keys of the window; ``GET /api/usage/summary?group_by=…`` sums tokens and
+cost per group. Each flushes the usage writer first, so a request that just finished is counted.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Annotated, Any, Final, Literal
@@ -18,9 +17,10 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 
 from omniroute.api.admin.core import Admin, api_key_id
-from omniroute.errors import InvalidRequest
+from omniroute.errors import GatewayError, InvalidRequest
 from omniroute.gateway import Gateway
 from omniroute.store import Store
+from omniroute.store.repos.usage import USAGE_GROUPS, USAGE_TOKEN_CLASSES
 
 router = APIRouter(tags=["usage"])
 
@@ -30,6 +30,8 @@ WINDOWS: Final[Mapping[str, tuple[int, int]]] = MappingProxyType(
 )
 """Window name → (length s, bucket s): 60 one-minute, 96 quarter-hour or 168 one-hour buckets."""
 MAX_PAGE: Final = 1000
+_SUMMARY_DEFAULT_S: Final = 30 * 86400
+"""The span ``GET /api/usage/summary`` sums without ``since`` (s): the last 30 days."""
 
 
 class UsagePage(BaseModel):
@@ -82,8 +84,8 @@ class TopKey(BaseModel):
     cost_usd: float
 
 
-class UsageSummary(BaseModel):
-    """``GET /api/usage/summary``: the window, its bucket size (s), totals, the series (empty buckets
+class TrafficSummary(BaseModel):
+    """``GET /api/usage/traffic``: the window, its bucket size (s), totals, the series (empty buckets
     left out) and the top 5 models and keys by requests."""
 
     window: Window
@@ -127,17 +129,17 @@ async def recent_usage(
     return UsagePage(data=rows[:limit], offset=offset, limit=limit, has_more=len(rows) > limit)
 
 
-@router.get("/api/usage/summary", response_model=UsageSummary)
-async def usage_summary(gw: Admin, window: Window = "24h") -> UsageSummary:
+@router.get("/api/usage/traffic", response_model=TrafficSummary)
+async def usage_traffic(gw: Admin, window: Window = "24h") -> TrafficSummary:
     """Totals, a time series and the top models and keys of the last hour, day or week."""
     assert gw.usage is not None
     await gw.usage.flush()
     length, bucket = WINDOWS[window]
-    since = time.time() - length
-    raw = await _store(gw).usage_summary(since, bucket)
+    since = gw.clock.time() - length
+    raw = await _store(gw).traffic_summary(since, bucket)
     names = {k["id"]: k["name"] for k in await _store(gw).list_api_keys()}
     totals = Figures(**raw["totals"])
-    return UsageSummary(
+    return TrafficSummary(
         window=window,
         since=since,
         bucket_s=bucket,
@@ -147,3 +149,39 @@ async def usage_summary(gw: Admin, window: Window = "24h") -> UsageSummary:
         top_models=[TopModel(**m) for m in raw["top_models"]],
         top_keys=[TopKey(**k, name=names.get(k["api_key_id"])) for k in raw["top_keys"]],
     )
+
+
+@router.get("/api/usage/summary")
+async def usage_summary(
+    gw: Admin,
+    group_by: str = "day",
+    since: float | None = None,
+    until: float | None = None,
+) -> dict[str, Any]:
+    """Usage and cost summed per group (OBS-1).
+
+    ``group_by`` is a comma-separated list of ``key``, ``model``, ``provider``, ``day`` (UTC);
+    ``since``/``until`` are epoch seconds (default: the last 30 days up to now). Returns ``data``
+    (one item per group: the group values, ``requests``, each token class, ``cost_usd`` in USD,
+    ``price_unknown_requests``) and ``total`` (the same sums over all groups). 400 naming
+    ``group_by`` on an unknown group.
+    """
+    assert gw.store is not None and gw.usage is not None
+    groups = [g.strip() for g in group_by.split(",") if g.strip()]
+    bad = [g for g in groups if g not in USAGE_GROUPS]
+    if bad:
+        raise GatewayError(
+            f"group_by: unknown group {bad[0]!r}; use any of {', '.join(USAGE_GROUPS)}.",
+            status=400,
+            code="invalid_request_error",
+            param="group_by",
+        )
+    await gw.usage.flush()
+    end = gw.clock.time() if until is None else until
+    start = end - _SUMMARY_DEFAULT_S if since is None else since
+    data = await gw.store.usage_summary(groups, start, end)
+    total: dict[str, Any] = {
+        k: sum(item[k] for item in data)
+        for k in ("requests", *USAGE_TOKEN_CLASSES, "cost_usd", "price_unknown_requests")
+    }
+    return {"group_by": groups, "since": start, "until": end, "data": data, "total": total}
