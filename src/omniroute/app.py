@@ -13,6 +13,7 @@ import gc
 import logging
 from collections.abc import Awaitable, Callable
 
+from omniroute import dashboard
 from omniroute.api import anthropic_surface, embeddings, gemini_surface, openai, responses_surface
 from omniroute.api.admin import build_admin_app
 from omniroute.api.asgi import Message, Receive, Scope, Send, send_json
@@ -33,6 +34,7 @@ class OmniRouteApp:
         self.gateway = Gateway(config, clock=clock)
         self.tune_gc = tune_gc
         self.admin = build_admin_app(self.gateway)
+        dashboard.install(self.admin)  # the console, /docs and / (OPS-3)
         self.post_routes: dict[str, GwHandler] = {
             "/v1/chat/completions": openai.chat_completions,
             "/chat/completions": openai.chat_completions,
