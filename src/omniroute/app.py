@@ -19,6 +19,7 @@ from omniroute.api.asgi import Message, Receive, Scope, Send, send_json
 from omniroute.config import Config, ConfigError
 from omniroute.errors import GatewayError, PayloadTooLarge
 from omniroute.gateway import Gateway
+from omniroute.wire.openai.outbound import openai_error
 
 log = logging.getLogger("omniroute")
 
@@ -64,7 +65,7 @@ class OmniRouteApp:
                     f"Request body exceeds the limit of {self.gateway.config.server.max_body_mb:g} "
                     "MB (server.max_body_mb)."
                 )
-                await send_json(send, 413, openai.openai_error(err))
+                await send_json(send, 413, openai_error(err))
                 return
             await self.admin(scope, _capped(receive, self.gateway.max_body_bytes), send)
         elif kind == "lifespan":
@@ -83,7 +84,7 @@ class OmniRouteApp:
             log.exception("unexpected error on %s %s", scope["method"], scope["path"])
             err = GatewayError("Internal gateway error; the request id is in the logs.")
             with contextlib.suppress(Exception):
-                await send_json(send, 500, openai.openai_error(err))
+                await send_json(send, 500, openai_error(err))
 
     async def start(self) -> None:
         """Start the gateway (idempotent); used by the lifespan and by in-process tests."""
@@ -150,7 +151,7 @@ async def _method_not_allowed(scope: Scope, send: Send) -> None:
         code="method_not_allowed",
     )
     err.type = "invalid_request_error"
-    await send_json(send, 405, openai.openai_error(err), [(b"allow", b"POST")])
+    await send_json(send, 405, openai_error(err), [(b"allow", b"POST")])
 
 
 def create_app(config: Config | None = None, *, tune_gc: bool = False) -> OmniRouteApp:

@@ -11,14 +11,14 @@ from typing import TYPE_CHECKING, Any
 
 from omniroute.config import Config, ProviderConfig, thaw
 from omniroute.providers.catalog import Catalog, ModelOverride, ProviderOverride
-from omniroute.providers.openai_format import OpenAIAdapter
 from omniroute.resilience.breaker import BreakerSettings
 from omniroute.resilience.cooldown import CooldownSettings
 from omniroute.resilience.ladder import Resilience
 from omniroute.resilience.lockout import LockoutSettings
 from omniroute.state.base import RoutingState, SystemClock
-from omniroute.typing import ProviderAdapter
 from omniroute.values import Connection
+from omniroute.wire.base import ProviderAdapter
+from omniroute.wire.openai.upstream import OpenAIAdapter
 
 if TYPE_CHECKING:
     from omniroute.simulated import SimulatedFleet
@@ -31,8 +31,8 @@ def adapters() -> dict[str, ProviderAdapter]:
     """One adapter per wire format (PROV-1)."""
     out: dict[str, ProviderAdapter] = {"openai": OpenAIAdapter()}
     try:
-        from omniroute.providers.anthropic_format import AnthropicAdapter
-        from omniroute.providers.gemini_format import GeminiAdapter
+        from omniroute.wire.anthropic.upstream import AnthropicAdapter
+        from omniroute.wire.gemini.upstream import GeminiAdapter
 
         out["anthropic"] = AnthropicAdapter()
         out["gemini"] = GeminiAdapter()

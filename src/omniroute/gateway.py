@@ -39,8 +39,8 @@ from omniroute.simulated import SAMPLE_COMBO, SimulatedFleet
 from omniroute.state.base import RoutingState
 from omniroute.state.memory import MemoryRoutingState
 from omniroute.store import Store, hash_key
-from omniroute.typing import ProviderAdapter
 from omniroute.values import Candidate, ChatRequest, Usage
+from omniroute.wire.base import ProviderAdapter
 
 if TYPE_CHECKING:  # imported on use: only a gateway with redis_url loads the redis client (PERF-5)
     from omniroute.state.redis import ResilientRoutingState

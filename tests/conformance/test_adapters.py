@@ -25,8 +25,8 @@ from omniroute.errors import (
 )
 from omniroute.providers.upstream import AttemptTimeouts, UpstreamClient
 from omniroute.testing import FakeProvider
-from omniroute.typing import ProviderAdapter
 from omniroute.values import Candidate, ChatRequest, Connection, ModelInfo, ProviderInfo
+from omniroute.wire.base import ProviderAdapter
 
 FORMATS = ("openai", "anthropic", "gemini")
 ARGS = {"city": "Paris", "unit": "celsius"}

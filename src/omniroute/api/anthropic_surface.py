@@ -3,9 +3,9 @@
 
 Auth takes ``x-api-key`` or ``Authorization: Bearer`` (API-8); ``anthropic-version`` and
 ``anthropic-beta`` are accepted (and forwarded to Anthropic upstreams on pass-through). The body is
-validated and translated to the canonical request (:mod:`omniroute.translate.anthropic_in`), routed
+validated and translated to the canonical request (:mod:`omniroute.wire.anthropic.inbound`), routed
 by the shared engine through :func:`~omniroute.api.chat.run_chat`, and rendered back as an Anthropic
-``message`` or event stream (:mod:`omniroute.translate.anthropic_out`). Every error uses Anthropic's
+``message`` or event stream (:mod:`omniroute.wire.anthropic.outbound`). Every error uses Anthropic's
 shape ``{"type": "error", "error": {"type", "message"}}`` with the HTTP status (API-6).
 """
 
@@ -21,9 +21,9 @@ from omniroute.api.chat import chat_request, run_chat, send_error
 from omniroute.errors import GatewayError
 from omniroute.gateway import Gateway
 from omniroute.routing.resolve import resolve
-from omniroute.translate import anthropic_in
-from omniroute.translate.anthropic_out import AnthropicStreamEncoder, error_body, render_message
 from omniroute.values import ChatRequest
+from omniroute.wire.anthropic import inbound as anthropic_in
+from omniroute.wire.anthropic.outbound import AnthropicStreamEncoder, error_body, render_message
 
 IMAGE_TOKENS = 1600
 """Token estimate per image/document block for ``count_tokens`` (Anthropic's vision guide: about

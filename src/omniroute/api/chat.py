@@ -13,7 +13,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any
 
 import orjson
 
@@ -23,34 +23,9 @@ from omniroute.gateway import Gateway
 from omniroute.routing.decision import Decision
 from omniroute.routing.engine import Outcome, StreamOutcome
 from omniroute.values import ChatRequest, Usage
+from omniroute.wire.base import StreamEncoder, Surface
 
 log = logging.getLogger("omniroute.api")
-
-
-class StreamEncoder(Protocol):
-    """Turns canonical chunks into a surface's SSE bytes."""
-
-    def keepalive(self) -> bytes: ...
-
-    def start(self) -> bytes: ...
-
-    def chunk(self, ch: dict[str, Any]) -> bytes: ...
-
-    def end(self, usage: Usage | None) -> bytes: ...
-
-    def error(self, err: GatewayError) -> bytes: ...
-
-
-class Surface(Protocol):
-    """A client wire format: error body, full response and stream encoder."""
-
-    name: str
-
-    def error_body(self, err: GatewayError) -> dict[str, Any]: ...
-
-    def render(self, response: dict[str, Any], req: ChatRequest) -> dict[str, Any]: ...
-
-    def encoder(self, req: ChatRequest) -> StreamEncoder: ...
 
 
 def routing_headers(

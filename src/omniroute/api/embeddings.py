@@ -19,15 +19,15 @@ from omniroute.api.asgi import (
     send_bytes,
 )
 from omniroute.api.chat import chat_request, routing_headers, send_error
-from omniroute.api.openai import SURFACE
 from omniroute.errors import AttemptRecord, GatewayError, InvalidRequest, UpstreamError
 from omniroute.gateway import Gateway
-from omniroute.providers.openai_format import base_url_for
+from omniroute.providers.upstream import UpstreamRequest
 from omniroute.resilience.ladder import LadderContext
 from omniroute.routing.decision import Decision
 from omniroute.routing.resolve import resolve
-from omniroute.typing import UpstreamRequest
 from omniroute.values import Usage
+from omniroute.wire.openai.outbound import SURFACE
+from omniroute.wire.openai.upstream import base_url_for
 
 ENCODING_FORMATS = ("float", "base64")
 MAX_INPUTS = 2048

@@ -4,9 +4,9 @@
 
 ``{model}`` is any routable model string (``local-o/model-o``, a combo, ``auto``); the key comes from
 ``x-goog-api-key``, ``?key=`` or ``Authorization: Bearer`` (API-8). The body is translated to the
-canonical request (:mod:`omniroute.translate.gemini_in`), routed through
+canonical request (:mod:`omniroute.wire.gemini.inbound`), routed through
 :func:`~omniroute.api.chat.run_chat`, and rendered back as Gemini responses
-(:mod:`omniroute.translate.gemini_out`). Errors use Gemini's shape
+(:mod:`omniroute.wire.gemini.outbound`). Errors use Gemini's shape
 ``{"error": {"code", "message", "status"}}`` (API-6).
 """
 
@@ -28,12 +28,12 @@ from omniroute.api.asgi import (
     send_json,
 )
 from omniroute.api.chat import chat_request, run_chat, send_error
-from omniroute.api.validate import validate_chat_body
 from omniroute.errors import GatewayError, InvalidRequest
 from omniroute.gateway import Gateway
-from omniroute.translate import gemini_in
-from omniroute.translate.gemini_out import GeminiStreamEncoder, error_body, render_response
 from omniroute.values import ChatRequest
+from omniroute.wire.gemini import inbound as gemini_in
+from omniroute.wire.gemini.outbound import GeminiStreamEncoder, error_body, render_response
+from omniroute.wire.openai.inbound import validate_chat_body
 
 _PATH = re.compile(
     r"^/(?:v1|v1beta|v1alpha)/models/(.+):(generateContent|streamGenerateContent|countTokens)$"

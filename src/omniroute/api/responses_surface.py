@@ -1,9 +1,9 @@
 """The OpenAI Responses surface: ``POST /v1/responses`` (API-4), text and function tools, streaming
 events, and ``previous_response_id``.
 
-The body is translated to the canonical request (:mod:`omniroute.translate.responses_in`), routed
+The body is translated to the canonical request (:mod:`omniroute.wire.responses.inbound`), routed
 through :func:`~omniroute.api.chat.run_chat` and rendered as a Responses object or event stream
-(:mod:`omniroute.translate.responses_out`). Unless ``store`` is false, the conversation of each
+(:mod:`omniroute.wire.responses.outbound`). Unless ``store`` is false, the conversation of each
 successful response (input history + this turn's assistant message, without ``instructions``) is
 saved under its ``resp_…`` id for :data:`RESPONSE_TTL_S` seconds, readable only by the same API key;
 the save completes before the last byte reaches the client, so an immediate follow-up request finds
@@ -20,13 +20,13 @@ from typing import Any
 
 from omniroute.api.asgi import Message, Receive, Scope, Send, header_map, parse_json_object, read_body
 from omniroute.api.chat import chat_request, run_chat, send_error
-from omniroute.api.openai import SURFACE as OPENAI_SURFACE
-from omniroute.api.openai import openai_error
 from omniroute.errors import GatewayError, InvalidRequest
 from omniroute.gateway import Gateway
-from omniroute.translate import responses_in
-from omniroute.translate.responses_out import ResponsesStreamEncoder, render_response
 from omniroute.values import ChatRequest
+from omniroute.wire.openai.outbound import SURFACE as OPENAI_SURFACE
+from omniroute.wire.openai.outbound import openai_error
+from omniroute.wire.responses import inbound as responses_in
+from omniroute.wire.responses.outbound import ResponsesStreamEncoder, render_response
 
 log = logging.getLogger("omniroute.api")
 

@@ -34,8 +34,8 @@ from omniroute.errors import (
 from omniroute.providers.upstream import AttemptTimeouts, UpstreamClient, UpstreamResponse
 from omniroute.resilience.ladder import LadderContext, Resilience
 from omniroute.routing.decision import Decision
-from omniroute.typing import ProviderAdapter, StreamParser
 from omniroute.values import Candidate, ChatRequest, Usage
+from omniroute.wire.base import ProviderAdapter, StreamParser
 
 
 @dataclass(frozen=True, slots=True)

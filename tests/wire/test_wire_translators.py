@@ -10,14 +10,16 @@ import orjson
 import pytest
 
 from omniroute.errors import InvalidRequest, StreamBroken
-from omniroute.providers.anthropic_format import AnthropicStreamParser, messages_url, to_anthropic_request
-from omniroute.providers.gemini_format import gemini_schema, generate_url
-from omniroute.translate import anthropic_in, gemini_in, responses_in
-from omniroute.translate._common import NATIVE, call_id, signature_of
-from omniroute.translate.anthropic_out import AnthropicStreamEncoder, render_message
-from omniroute.translate.gemini_out import GeminiStreamEncoder
-from omniroute.translate.responses_out import ResponsesStreamEncoder
 from omniroute.values import Candidate, Connection, ModelInfo, ProviderInfo, Usage
+from omniroute.wire._common import NATIVE, call_id, signature_of
+from omniroute.wire.anthropic import inbound as anthropic_in
+from omniroute.wire.anthropic.outbound import AnthropicStreamEncoder, render_message
+from omniroute.wire.anthropic.upstream import AnthropicStreamParser, messages_url, to_anthropic_request
+from omniroute.wire.gemini import inbound as gemini_in
+from omniroute.wire.gemini.outbound import GeminiStreamEncoder
+from omniroute.wire.gemini.upstream import gemini_schema, generate_url
+from omniroute.wire.responses import inbound as responses_in
+from omniroute.wire.responses.outbound import ResponsesStreamEncoder
 
 
 def sse_events(data: bytes) -> list[tuple[str, dict[str, Any]]]:

@@ -15,7 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 from omniroute.errors import GatewayError
-from omniroute.translate._common import (
+from omniroute.values import Usage
+from omniroute.wire._common import (
     NATIVE,
     SIG_SEP,
     SSE_COMMENT,
@@ -25,7 +26,6 @@ from omniroute.translate._common import (
     sse,
     usage_numbers,
 )
-from omniroute.values import Usage
 
 FINISH_REASONS: dict[str, str] = {
     "stop": "STOP",

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from omniroute.errors import InvalidRequest
-from omniroute.translate._common import data_url, dumps, effort_for_budget
+from omniroute.wire._common import data_url, dumps, effort_for_budget
 
 USER_BLOCKS = frozenset({"text", "image", "document", "search_result", "tool_result", "container_upload"})
 ASSISTANT_BLOCKS = frozenset(

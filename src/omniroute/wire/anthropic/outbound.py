@@ -6,7 +6,7 @@ content block ``content_block_start`` → ``content_block_delta``… → ``conte
 order, indexes from 0, no empty leading text block), then ``message_delta`` (``stop_reason`` +
 usage) and ``message_stop``. A failure after commit ends the stream with ``event: error`` and no
 ``message_stop``, so a truncated answer is never presented as complete. Pass-through chunks
-(carrying :data:`~omniroute.translate._common.NATIVE`) are forwarded byte for byte.
+(carrying :data:`~omniroute.wire._common.NATIVE`) are forwarded byte for byte.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 from omniroute.errors import GatewayError
-from omniroute.translate._common import NATIVE, loads_object, new_id, sse, text_of, usage_numbers
 from omniroute.values import Usage
+from omniroute.wire._common import NATIVE, loads_object, new_id, sse, text_of, usage_numbers
 
 STOP_REASONS: dict[str, str] = {
     "stop": "end_turn",

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from omniroute.errors import InvalidRequest
-from omniroute.translate._common import data_url, dumps, effort_for_budget, new_id
+from omniroute.wire._common import data_url, dumps, effort_for_budget, new_id
 
 _MODES = {"AUTO": "auto", "VALIDATED": "auto", "NONE": "none", "ANY": "required"}
 _PART_KINDS = "text, inlineData, fileData, functionCall, functionResponse"

@@ -14,10 +14,10 @@ from typing import Any
 import orjson
 
 from omniroute.errors import StreamBroken, UpstreamError
+from omniroute.providers.upstream import UpstreamRequest
 from omniroute.resilience.classify import classify_http, error_from_payload
-from omniroute.translate._common import clamp_output_tokens
-from omniroute.typing import UpstreamRequest
 from omniroute.values import Candidate, ChatRequest
+from omniroute.wire._common import clamp_output_tokens
 
 _DONE = b"[DONE]"
 

@@ -15,7 +15,7 @@ generated tool-call ids; tool results are ``functionResponse`` parts in a user t
 parts are reasoning; ``finishReason`` ``STOP | MAX_TOKENS | SAFETY | RECITATION | …``;
 ``usageMetadata.promptTokenCount`` includes ``cachedContentTokenCount``. A function call's
 ``thoughtSignature`` (which Gemini requires back on the next turn) is carried inside the tool-call id
-after :data:`~omniroute.translate._common.SIG_SEP`, so it survives a round trip through any client format.
+after :data:`~omniroute.wire._common.SIG_SEP`, so it survives a round trip through any client format.
 """
 
 from __future__ import annotations
@@ -27,9 +27,10 @@ from typing import Any
 import orjson
 
 from omniroute.errors import StreamBroken, UpstreamError
-from omniroute.providers.openai_format import base_url_for
+from omniroute.providers.upstream import UpstreamRequest
 from omniroute.resilience.classify import classify_http, error_from_payload
-from omniroute.translate._common import (
+from omniroute.values import Candidate, ChatRequest
+from omniroute.wire._common import (
     EFFORT_BUDGETS,
     NATIVE,
     call_id,
@@ -46,8 +47,7 @@ from omniroute.translate._common import (
     text_of,
     usage_dict,
 )
-from omniroute.typing import UpstreamRequest
-from omniroute.values import Candidate, ChatRequest
+from omniroute.wire.openai.upstream import base_url_for
 
 FINISH_REASONS: dict[str, str] = {
     "STOP": "stop",

@@ -21,8 +21,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from omniroute.errors import GatewayError
-from omniroute.translate._common import SSE_COMMENT, new_id, sse, text_of, usage_numbers
 from omniroute.values import Usage
+from omniroute.wire._common import SSE_COMMENT, new_id, sse, text_of, usage_numbers
 
 _INCOMPLETE = {"length": "max_output_tokens", "content_filter": "content_filter"}
 

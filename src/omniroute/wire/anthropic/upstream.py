@@ -23,9 +23,10 @@ from typing import Any
 import orjson
 
 from omniroute.errors import StreamBroken, UpstreamError
-from omniroute.providers.openai_format import base_url_for
+from omniroute.providers.upstream import UpstreamRequest
 from omniroute.resilience.classify import classify_http, error_from_payload
-from omniroute.translate._common import (
+from omniroute.values import Candidate, ChatRequest
+from omniroute.wire._common import (
     DEFAULT_MAX_TOKENS,
     EFFORT_BUDGETS,
     NATIVE,
@@ -40,8 +41,7 @@ from omniroute.translate._common import (
     sse_frame,
     usage_dict,
 )
-from omniroute.typing import UpstreamRequest
-from omniroute.values import Candidate, ChatRequest
+from omniroute.wire.openai.upstream import base_url_for
 
 ANTHROPIC_VERSION = "2023-06-01"
 """The ``anthropic-version`` header sent upstream unless an Anthropic client sent its own."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from omniroute.errors import InvalidRequest
-from omniroute.translate._common import REASONING_EFFORTS, check_metadata
+from omniroute.wire._common import REASONING_EFFORTS, check_metadata
 
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 PART_TYPES = frozenset({"text", "image_url", "input_audio", "file", "refusal"})

@@ -1,0 +1,1 @@
+"""The Anthropic Messages wire format (API-3, PROV-1)."""

@@ -1,0 +1,1 @@
+"""The Gemini ``generateContent`` wire format (PROV-1)."""
