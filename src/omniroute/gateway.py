@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from omniroute import bootstrap
+from omniroute import bootstrap, wire
 from omniroute.api.deadlines import BodyDeadlines
 from omniroute.config import Config, ConfigError
 from omniroute.errors import AuthenticationFailed, BudgetExceeded, PermissionDenied
@@ -83,7 +83,7 @@ class Gateway:
             self.redis_state = ResilientRoutingState.from_url(config.redis_url)
         self.state: RoutingState = self.redis_state or MemoryRoutingState()
         self.resilience = bootstrap.build_resilience(config, self.state)
-        self.adapters: dict[str, ProviderAdapter] = bootstrap.adapters()
+        self.adapters: dict[str, ProviderAdapter] = wire.adapters()
         self.engine = Engine(
             client=self.client,
             resilience=self.resilience,
@@ -116,7 +116,11 @@ class Gateway:
     # -- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
         """Open the store (migrations), load config objects into it, start simulated providers when
-        nothing is configured, build the routing snapshot and start the background writers."""
+        nothing is configured, build the routing snapshot and start the background writers.
+
+        Raises :class:`ConfigError` naming the key when the config names an unknown wire format or
+        provider, or a non-auto combo without targets."""
+        bootstrap.check_provider_formats(self.config)
         data_dir = data_dir_for(self.config.database_url)
         self.store = await Store.open(self.config.database_url, data_dir=data_dir)
         await bootstrap.load_config_into_store(self.config, self.store)

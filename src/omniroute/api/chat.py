@@ -1,7 +1,8 @@
-"""Shared request driver for every chat-like surface (OpenAI, Anthropic, Responses, Gemini).
+"""Shared request driver for every chat-like wire format (OpenAI, Anthropic, Responses, Gemini).
 
-A surface parses its wire body into the canonical request and supplies a :class:`Surface` that
-renders the canonical outcome back into its format; this module does the rest once: auth, execution,
+A format parses its wire body into the canonical request and supplies a
+:class:`~omniroute.wire.base.Surface` that renders the canonical outcome back into its format
+(:mod:`omniroute.api.routes` wires the two together); this module does the rest once: execution,
 routing headers (API-7), SSE writing with commit semantics (RESIL-9), client-disconnect handling and
 the usage row (OBS-1).
 """
@@ -12,7 +13,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import orjson
@@ -47,20 +48,21 @@ def routing_headers(
 
 async def send_error(
     send: Send,
-    surface: Surface,
+    error_body: Callable[[GatewayError], dict[str, Any]],
     err: GatewayError,
     req: ChatRequest | None = None,
     decision: Decision | None = None,
     t0: float | None = None,
 ) -> None:
-    """Send ``err`` in the surface's error shape with its status and headers (API-6)."""
+    """Send ``err`` in a format's ``error_body`` shape with its status and headers (API-6); with
+    ``req``, the routing headers too (API-7)."""
     headers = dict(err.headers)
     if req is not None:
         overhead = (time.perf_counter() - t0) * 1000 if t0 is not None else 0.0
         if decision is not None:
             overhead -= sum(a.latency_ms for a in decision.attempts)
         headers.update(routing_headers(req, decision, overhead))
-    await send_bytes(send, err.status, orjson.dumps(surface.error_body(err)), encode_headers(headers))
+    await send_bytes(send, err.status, orjson.dumps(error_body(err)), encode_headers(headers))
 
 
 class _EarlyStart:
@@ -182,7 +184,7 @@ async def _run(
         if headers_sent and enc is not None:  # fallback ran out behind early headers: the error event
             await send({"type": "http.response.body", "body": enc.error(error), "more_body": False})
         else:
-            await send_error(send, surface, error, req, decision, t0)
+            await send_error(send, surface.error_body, error, req, decision, t0)
         return
     if isinstance(outcome, Outcome):
         await _send_full(gw, req, surface, send, outcome, decision, t0)

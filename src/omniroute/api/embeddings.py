@@ -26,7 +26,7 @@ from omniroute.resilience.ladder import LadderContext
 from omniroute.routing.decision import Decision
 from omniroute.routing.resolve import resolve
 from omniroute.values import Usage
-from omniroute.wire.openai.outbound import SURFACE
+from omniroute.wire.openai.outbound import openai_error
 from omniroute.wire.openai.upstream import base_url_for
 
 ENCODING_FORMATS = ("float", "base64")
@@ -94,7 +94,7 @@ async def embeddings(gw: Gateway, scope: Scope, receive: Receive, send: Send) ->
         gw.check_key_allows(key, req.model)
     except GatewayError as err:
         err.headers.setdefault("x-request-id", req_id)
-        await send_error(send, SURFACE, err)
+        await send_error(send, openai_error, err)
         return
     decision = Decision(request_id=req_id, requested_model=req.model, strategy="priority")
     try:
@@ -169,4 +169,4 @@ async def embeddings(gw: Gateway, scope: Scope, receive: Receive, send: Send) ->
             ttft_ms=None,
             error=err.message,
         )
-        await send_error(send, SURFACE, err, req, decision, t0)
+        await send_error(send, openai_error, err, req, decision, t0)

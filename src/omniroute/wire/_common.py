@@ -49,6 +49,16 @@ def clamp_output_tokens(requested: int, model: Any) -> int:
     return min(requested, limit) if limit > 0 else requested
 
 
+def is_int(v: Any) -> bool:
+    """An integer that is not a boolean (JSON ``true`` is not ``1`` to a validator)."""
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def is_number(v: Any) -> bool:
+    """An integer or float that is not a boolean."""
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
 def new_id(prefix: str) -> str:
     """A fresh random id such as ``call_3f2a…`` (24 hex digits)."""
     return f"{prefix}{uuid.uuid4().hex[:24]}"

@@ -1,5 +1,5 @@
 """Anthropic Messages request → canonical request (API-3, PROV-1), with the validation that gives a
-bad body a 400 naming the field (API-6).
+bad body a 400 naming the field (API-6), and the local ``count_tokens`` estimate.
 
 Input: a ``POST /v1/messages`` body (https://docs.anthropic.com/en/api/messages): ``model``,
 ``max_tokens`` (required), ``messages`` (``user``/``assistant`` turns whose ``content`` is a string or
@@ -12,11 +12,14 @@ read like Anthropic's own (``max_tokens: Field required``) and name the field in
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
 from omniroute.errors import InvalidRequest
-from omniroute.wire._common import data_url, dumps, effort_for_budget
+from omniroute.wire._common import data_url, dumps, effort_for_budget, is_int, is_number
+from omniroute.wire.anthropic.outbound import SURFACE
+from omniroute.wire.base import Call, Inbound, TokenCount
 
 USER_BLOCKS = frozenset({"text", "image", "document", "search_result", "tool_result", "container_upload"})
 ASSISTANT_BLOCKS = frozenset(
@@ -46,13 +49,23 @@ with the ``mid-conversation-system-2026-04-07`` beta, and the real API accepts t
 through unchanged to Anthropic upstreams and become what each other family supports."""
 
 
+IMAGE_TOKENS = 1600
+"""Token estimate per image/document block for ``count_tokens`` (Anthropic's vision guide: about
+(width × height) / 750, ~1,600 for a 1.15-megapixel image)."""
+
+CHARS_PER_TOKEN = 4
+"""The local estimate's ratio for ``count_tokens`` when the upstream cannot count."""
+
+_SKIP_KEYS = frozenset({"type", "id", "tool_use_id", "signature", "cache_control", "media_type"})
+
+
 def _bad(param: str, message: str) -> InvalidRequest:
     return InvalidRequest(f"{param}: {message}", param=param)
 
 
 def _number(body: Mapping[str, Any], name: str, lo: float, hi: float) -> None:
     v = body.get(name)
-    if v is not None and (isinstance(v, bool) or not isinstance(v, int | float) or not lo <= v <= hi):
+    if v is not None and (not is_number(v) or not lo <= v <= hi):
         raise _bad(name, f"Input should be a number between {lo:g} and {hi:g}; got {v!r}")
 
 
@@ -125,7 +138,7 @@ def validate(body: Mapping[str, Any], *, model_required: bool = True) -> None:
     mt = body.get("max_tokens")
     if mt is None:
         raise _bad("max_tokens", "Field required")
-    if isinstance(mt, bool) or not isinstance(mt, int) or mt < 1:
+    if not is_int(mt) or mt < 1:
         raise _bad("max_tokens", f"Input should be an integer >= 1; got {mt!r}")
     messages = body.get("messages")
     if messages is None:
@@ -161,7 +174,7 @@ def validate(body: Mapping[str, Any], *, model_required: bool = True) -> None:
     if body.get("stream") is not None and not isinstance(body.get("stream"), bool):
         raise _bad("stream", "Input should be a boolean")
     top_k = body.get("top_k")
-    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0):
+    if top_k is not None and (not is_int(top_k) or top_k < 0):
         raise _bad("top_k", f"Input should be an integer >= 0; got {top_k!r}")
     metadata = body.get("metadata")
     if metadata is not None:
@@ -191,7 +204,7 @@ def _validate_thinking(thinking: Any) -> None:
         )
     if kind == "enabled":
         budget = thinking.get("budget_tokens")
-        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
+        if not is_int(budget) or budget < 1:
             raise _bad(
                 "thinking.budget_tokens", f"Input should be a positive integer when enabled; got {budget!r}"
             )
@@ -408,3 +421,47 @@ def to_canonical(body: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(user, str) and user:
         out["user"] = user
     return out
+
+
+# -- routes ------------------------------------------------------------------------------------------
+
+
+async def read_messages(body: dict[str, Any], call: Call) -> Inbound:
+    """``POST /v1/messages`` (API-3; ``?beta=true`` is the same path): validated, translated, and kept
+    as the native body for Anthropic upstreams (same-format pass-through)."""
+    validate(body, model_required=call.model_required)
+    return Inbound(to_canonical(body), SURFACE, native=body)
+
+
+def _chars(value: Any) -> tuple[int, int]:
+    """``(characters of text, number of image/document blocks)`` in a Messages body fragment."""
+    if isinstance(value, str):
+        return len(value), 0
+    if isinstance(value, list):
+        totals = [_chars(v) for v in value]
+        return sum(t[0] for t in totals), sum(t[1] for t in totals)
+    if isinstance(value, dict):
+        if value.get("type") in ("image", "document"):
+            return 0, 1
+        chars = media = 0
+        for k, v in value.items():
+            if k not in _SKIP_KEYS:
+                c, m = _chars(v)
+                chars, media = chars + c, media + m
+        return chars, media
+    return (len(str(value)), 0) if isinstance(value, int | float) else (0, 0)
+
+
+def estimate_input_tokens(body: Mapping[str, Any]) -> int:
+    """Local ``count_tokens`` estimate: ~characters/4 over system, messages and tools, plus
+    :data:`IMAGE_TOKENS` per image or document block (at least 1)."""
+    chars, media = _chars([body.get("system"), body.get("messages"), body.get("tools")])
+    return max(1, math.ceil(chars / CHARS_PER_TOKEN) + media * IMAGE_TOKENS)
+
+
+async def read_count_tokens(body: dict[str, Any], call: Call) -> TokenCount:
+    """``POST /v1/messages/count_tokens`` → ``{"input_tokens": N}`` from the local estimate; the body
+    is validated as for ``/v1/messages`` and the model must be routable (404 naming ``model``)."""
+    validate({"max_tokens": 1, **body}, model_required=call.model_required)
+    model = str(call.headers.get("x-route-model") or body.get("model") or "")
+    return TokenCount(model, {"input_tokens": estimate_input_tokens(body)}, resolve=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from omniroute.errors import GatewayError
-from omniroute.values import Usage
+from omniroute.values import ChatRequest, Usage
 from omniroute.wire._common import NATIVE, loads_object, new_id, sse, text_of, usage_numbers
 
 STOP_REASONS: dict[str, str] = {
@@ -279,3 +279,19 @@ class AnthropicStreamEncoder:
         return out + sse(
             "error", {"type": "error", "error": {"type": error_type(err.status), "message": err.message}}
         )
+
+
+class AnthropicSurface:
+    """The Anthropic Messages wire format as a client surface."""
+
+    def error_body(self, err: GatewayError) -> dict[str, Any]:
+        return error_body(err)
+
+    def render(self, response: dict[str, Any], req: ChatRequest) -> dict[str, Any]:
+        return render_message(response)
+
+    def encoder(self, req: ChatRequest) -> AnthropicStreamEncoder:
+        return AnthropicStreamEncoder(req.model)
+
+
+SURFACE = AnthropicSurface()

@@ -494,8 +494,6 @@ def _clamp_native(body: dict[str, Any], cand: Candidate) -> None:
 class AnthropicAdapter:
     """Adapter for the Anthropic Messages wire format (``POST {base_url}/v1/messages``)."""
 
-    format = "anthropic"
-
     def build_request(self, cand: Candidate, req: ChatRequest, *, stream: bool) -> UpstreamRequest:
         passthrough = req.client_format == "anthropic" and req.native is not None
         if passthrough and req.native is not None:

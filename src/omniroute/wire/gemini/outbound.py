@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from omniroute.errors import GatewayError
-from omniroute.values import Usage
+from omniroute.values import ChatRequest, Usage
 from omniroute.wire._common import (
     NATIVE,
     SIG_SEP,
@@ -214,3 +214,19 @@ class GeminiStreamEncoder:
 
     def error(self, err: GatewayError) -> bytes:
         return sse(None, error_body(err))
+
+
+class GeminiSurface:
+    """The Gemini ``generateContent`` wire format as a client surface."""
+
+    def error_body(self, err: GatewayError) -> dict[str, Any]:
+        return error_body(err)
+
+    def render(self, response: dict[str, Any], req: ChatRequest) -> dict[str, Any]:
+        return render_response(response)
+
+    def encoder(self, req: ChatRequest) -> GeminiStreamEncoder:
+        return GeminiStreamEncoder(req.model)
+
+
+SURFACE = GeminiSurface()

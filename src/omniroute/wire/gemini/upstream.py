@@ -465,8 +465,6 @@ class GeminiStreamParser:
 class GeminiAdapter:
     """Adapter for the Gemini ``generateContent`` wire format."""
 
-    format = "gemini"
-
     def build_request(self, cand: Candidate, req: ChatRequest, *, stream: bool) -> UpstreamRequest:
         if req.client_format == "gemini" and req.native is not None:
             body: dict[str, Any] = dict(req.native)

@@ -1,4 +1,5 @@
-"""Validation of the OpenAI Chat Completions body (API-1, API-6).
+"""Inbound OpenAI Chat Completions (API-1, API-6): the body is already the canonical shape, so reading
+it is validating it.
 
 Hand-written rather than a pydantic model on purpose: it runs on every request of the hot path, checks
 only what the gateway relies on or what upstreams would reject with a less clear message, and leaves
@@ -11,7 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from omniroute.errors import InvalidRequest
-from omniroute.wire._common import REASONING_EFFORTS, check_metadata
+from omniroute.wire._common import REASONING_EFFORTS, check_metadata, is_int, is_number
+from omniroute.wire.base import Call, Inbound
+from omniroute.wire.openai.outbound import SURFACE
 
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 PART_TYPES = frozenset({"text", "image_url", "input_audio", "file", "refusal"})
@@ -33,14 +36,6 @@ _OPTIONAL = frozenset(
 )
 """Fields checked by :func:`_validate_optional`, only when the body has one of them (most bodies don't)."""
 MAX_TOP_LOGPROBS = 20
-
-
-def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
 
 
 def _bad(param: str, message: str) -> InvalidRequest:
@@ -119,11 +114,11 @@ def validate_chat_body(body: dict[str, Any], *, model_required: bool = True) -> 
             raise _bad(f"messages[{i}].content", f"'messages[{i}].content' is required for role '{role}'.")
     for name, lo, hi in _NUMBER_RANGES:
         v = body.get(name)
-        if v is not None and (not _is_number(v) or not lo <= v <= hi):
+        if v is not None and (not is_number(v) or not lo <= v <= hi):
             raise _bad(name, f"'{name}' must be a number between {lo:g} and {hi:g}; got {v!r}.")
     for name in _POSITIVE_INTS:
         v = body.get(name)
-        if v is not None and (not _is_int(v) or v < 1):
+        if v is not None and (not is_int(v) or v < 1):
             raise _bad(name, f"'{name}' must be an integer >= 1; got {v!r}.")
     stream = body.get("stream")
     if stream is not None and not isinstance(stream, bool):
@@ -141,7 +136,7 @@ def validate_chat_body(body: dict[str, Any], *, model_required: bool = True) -> 
         raise _bad("stop", "'stop' must be a string or an array of up to 4 strings.")
     lb = body.get("logit_bias")
     if lb is not None and (
-        not isinstance(lb, dict) or not all(_is_number(v) and -100 <= v <= 100 for v in lb.values())
+        not isinstance(lb, dict) or not all(is_number(v) and -100 <= v <= 100 for v in lb.values())
     ):
         raise _bad(
             "logit_bias", "'logit_bias' must be an object mapping token ids to numbers between -100 and 100."
@@ -192,11 +187,11 @@ def _validate_optional(body: dict[str, Any]) -> None:
         if v is not None and not isinstance(v, str):
             raise _bad(name, f"'{name}' must be a string; got {v!r}.")
     seed = body.get("seed")
-    if seed is not None and not _is_int(seed):
+    if seed is not None and not is_int(seed):
         raise _bad("seed", f"'seed' must be an integer; got {seed!r}.")
     top = body.get("top_logprobs")
     if top is not None:
-        if not _is_int(top) or not 0 <= top <= MAX_TOP_LOGPROBS:
+        if not is_int(top) or not 0 <= top <= MAX_TOP_LOGPROBS:
             raise _bad(
                 "top_logprobs",
                 f"'top_logprobs' must be an integer from 0 to {MAX_TOP_LOGPROBS}; got {top!r}.",
@@ -255,3 +250,9 @@ def _validate_tools(body: dict[str, Any]) -> None:
         raise _bad(
             "tool_choice", '\'tool_choice\' object must be {"type": "function", "function": {"name": ...}}.'
         )
+
+
+async def read_chat(body: dict[str, Any], call: Call) -> Inbound:
+    """``POST /v1/chat/completions`` (API-1): the validated body is the canonical request."""
+    validate_chat_body(body, model_required=call.model_required)
+    return Inbound(body, SURFACE)

@@ -85,8 +85,6 @@ class OpenAIStreamEncoder:
 class OpenAISurface:
     """The OpenAI Chat Completions wire format as a client surface."""
 
-    name = "openai"
-
     def error_body(self, err: GatewayError) -> dict[str, Any]:
         return openai_error(err)
 

@@ -62,8 +62,6 @@ class OpenAIStreamParser:
 class OpenAIAdapter:
     """Adapter for the OpenAI Chat Completions wire format (``POST {base_url}/chat/completions``)."""
 
-    format = "openai"
-
     def build_request(self, cand: Candidate, req: ChatRequest, *, stream: bool) -> UpstreamRequest:
         body = dict(req.body)
         body["model"] = cand.model.id

@@ -8,8 +8,9 @@ Input: a ``POST /v1/responses`` body (https://platform.openai.com/docs/api-refer
 tools are skipped), ``tool_choice``, ``max_output_tokens``, ``temperature``, ``top_p``,
 ``parallel_tool_calls``, ``text.format``, ``reasoning.effort``, ``user``, ``stream``.
 
-``previous_response_id`` is resolved by the surface, which passes the stored conversation as
-``history``; instructions of an earlier response are not carried over (as in OpenAI's API).
+``previous_response_id`` is looked up in the gateway's store (per API key) and its stored
+conversation passed to :func:`to_canonical` as ``history``; instructions of an earlier response are
+not carried over (as in OpenAI's API).
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from omniroute.errors import InvalidRequest
-from omniroute.wire._common import REASONING_EFFORTS, check_metadata
+from omniroute.wire._common import REASONING_EFFORTS, check_metadata, is_int, is_number
+from omniroute.wire.base import Call, Inbound, ResponseStore
+from omniroute.wire.responses.outbound import ResponsesSurface
 
 ROLES = frozenset({"user", "assistant", "system", "developer"})
 TOOL_CHOICES = frozenset({"auto", "none", "required"})
@@ -214,11 +217,11 @@ def validate(body: Mapping[str, Any], *, model_required: bool = True) -> None:
     if body.get("input") is None:
         raise _bad("input", "Missing required field 'input'.")
     mot = body.get("max_output_tokens")
-    if mot is not None and (isinstance(mot, bool) or not isinstance(mot, int) or mot < 1):
+    if mot is not None and (not is_int(mot) or mot < 1):
         raise _bad("max_output_tokens", f"'max_output_tokens' must be an integer >= 1; got {mot!r}.")
     for name, hi in (("temperature", 2.0), ("top_p", 1.0)):
         v = body.get(name)
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v <= hi):
+        if v is not None and (not is_number(v) or not 0 <= v <= hi):
             raise _bad(name, f"'{name}' must be a number between 0 and {hi:g}; got {v!r}.")
     for name in ("stream", "store", "parallel_tool_calls"):
         if body.get(name) is not None and not isinstance(body[name], bool):
@@ -290,3 +293,32 @@ def to_canonical(
     if isinstance(reasoning, dict) and isinstance(reasoning.get("effort"), str):
         out["reasoning_effort"] = reasoning["effort"]
     return out, conversation
+
+
+async def _history(
+    store: ResponseStore | None, body: Mapping[str, Any], api_key_id: str | None
+) -> list[dict[str, Any]] | None:
+    """The stored conversation of ``previous_response_id`` (``None`` without one); raises
+    :class:`InvalidRequest` when it is unknown, expired or another key's."""
+    prev = body.get("previous_response_id")
+    if not prev:
+        return None
+    data = await store.get_response(prev, api_key_id) if store is not None else None
+    if data is None:
+        raise InvalidRequest(
+            f"previous_response_id: no response '{prev}' was found for this API key (unknown or expired).",
+            param="previous_response_id",
+            code="previous_response_not_found",
+        )
+    messages = data.get("messages")
+    return list(messages) if isinstance(messages, list) else []
+
+
+async def read_responses(body: dict[str, Any], call: Call) -> Inbound:
+    """``POST /v1/responses`` (API-4): validated, the ``previous_response_id`` history prepended,
+    translated, and rendered by a :class:`ResponsesSurface` that saves this turn when it is done."""
+    validate(body, model_required=call.model_required)
+    history = await _history(call.store, body, call.api_key_id)
+    canonical, conversation = to_canonical(body, history)
+    surface = ResponsesSurface(call.store, body, conversation, call.api_key_id)
+    return Inbound(canonical, surface, before_end=surface.flush)

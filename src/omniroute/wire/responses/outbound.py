@@ -17,12 +17,22 @@ failure after commit sends ``error`` and ``response.failed`` instead of ``respon
 
 from __future__ import annotations
 
+import logging
+import time
+import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from omniroute.errors import GatewayError
-from omniroute.values import Usage
+from omniroute.values import ChatRequest, Usage
 from omniroute.wire._common import SSE_COMMENT, new_id, sse, text_of, usage_numbers
+from omniroute.wire.base import ResponseStore
+from omniroute.wire.openai.outbound import openai_error
+
+log = logging.getLogger("omniroute.api")
+
+RESPONSE_TTL_S = 30 * 24 * 3600.0
+"""How long a stored response stays readable by ``previous_response_id`` (OpenAI keeps 30 days)."""
 
 _INCOMPLETE = {"length": "max_output_tokens", "content_filter": "content_filter"}
 
@@ -366,3 +376,55 @@ class ResponsesStreamEncoder:
             + self._ev("error", code=err.code, message=err.message, param=err.param)
             + self._ev("response.failed", response=failed)
         )
+
+
+class ResponsesSurface:
+    """The Responses wire format for one request: knows its response id and what to store.
+
+    Unless ``store`` is false, the conversation of a successful response (input history + this
+    turn's assistant message, without ``instructions``) is saved under its ``resp_…`` id for
+    :data:`RESPONSE_TTL_S` seconds, readable only by the same API key, by :meth:`flush`, which the
+    gateway awaits before the last byte reaches the client, so an immediate follow-up finds it.
+    Errors use the OpenAI shape (API-6)."""
+
+    def __init__(
+        self,
+        store: ResponseStore | None,
+        body: dict[str, Any],
+        conversation: list[dict[str, Any]],
+        api_key_id: str | None,
+    ) -> None:
+        self.store = store
+        self.body = body
+        self.conversation = conversation
+        self.api_key_id = api_key_id
+        self.id = "resp_" + uuid.uuid4().hex
+        self.created_at = int(time.time())
+        self.pending: dict[str, Any] | None = None
+
+    def error_body(self, err: GatewayError) -> dict[str, Any]:
+        return openai_error(err)
+
+    def render(self, response: dict[str, Any], req: ChatRequest) -> dict[str, Any]:
+        obj, assistant = render_response(response, self.id, self.created_at, self.body)
+        self._remember(assistant, obj["model"])
+        return obj
+
+    def encoder(self, req: ChatRequest) -> ResponsesStreamEncoder:
+        enc = ResponsesStreamEncoder(self.id, self.created_at, self.body, req.model)
+        enc.on_done = lambda assistant: self._remember(assistant, enc.model)
+        return enc
+
+    def _remember(self, assistant: dict[str, Any], model: str) -> None:
+        if self.body.get("store", True) is not False:
+            self.pending = {"messages": [*self.conversation, assistant], "model": model}
+
+    async def flush(self) -> None:
+        """Save the pending conversation (once); a store failure is logged, never sent to the client."""
+        data, self.pending = self.pending, None
+        if data is None or self.store is None:
+            return
+        try:
+            await self.store.save_response(self.id, self.api_key_id, data, RESPONSE_TTL_S)
+        except Exception:
+            log.exception("could not store response %s", self.id)
