@@ -21,13 +21,12 @@ from omniroute.api.asgi import (
 from omniroute.api.chat import chat_request, routing_headers, send_error
 from omniroute.errors import AttemptRecord, GatewayError, InvalidRequest, UpstreamError
 from omniroute.gateway import Gateway
-from omniroute.providers.upstream import UpstreamRequest
 from omniroute.resilience.ladder import LadderContext
 from omniroute.routing.decision import Decision
 from omniroute.routing.resolve import resolve
 from omniroute.values import Usage
 from omniroute.wire.openai.outbound import openai_error
-from omniroute.wire.openai.upstream import base_url_for
+from omniroute.wire.openai.upstream import embeddings_request
 
 ENCODING_FORMATS = ("float", "base64")
 MAX_INPUTS = 2048
@@ -111,16 +110,9 @@ async def embeddings(gw: Gateway, scope: Scope, receive: Receive, send: Send) ->
         decision.exclusions.extend(result.exclusions)
         errors: list[UpstreamError] = []
         for cand in result.survivors:
-            url = f"{base_url_for(cand)}/embeddings"
-            hdrs = {"Content-Type": "application/json"}
-            if cand.connection.secret:
-                hdrs["Authorization"] = f"Bearer {cand.connection.secret}"
             a0 = time.monotonic()
             try:
-                resp = await gw.client.send(
-                    UpstreamRequest(url, hdrs, orjson.dumps({**body, "model": cand.model.id})),
-                    provider=cand.provider.id,
-                )
+                resp = await gw.client.send(embeddings_request(cand, body), provider=cand.provider.id)
                 data = await resp.read()
                 resp.close()
                 if resp.status >= 400:

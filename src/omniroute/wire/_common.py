@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 
 from omniroute.errors import InvalidRequest
+from omniroute.values import Candidate
 
 NATIVE = "_native"
 """Chunk key holding the raw upstream SSE frame (bytes) in same-format pass-through streams."""
@@ -39,6 +40,24 @@ def mid_conversation_system(content: Any) -> str:
     """A system/developer message that follows the first turn, as user-turn text for families with
     one top-level system prompt: kept at its place (order and the cached prefix stay intact)."""
     return MID_CONVERSATION_SYSTEM_PREFIX + text_of(content)
+
+
+def base_url_for(cand: Candidate) -> str:
+    """The connection's ``base_url`` override, else the provider's, without a trailing slash."""
+    return (cand.connection.base_url or cand.provider.base_url).rstrip("/")
+
+
+def auth_headers(cand: Candidate, api_key_header: str | None = None) -> dict[str, str]:
+    """The connection's secret as upstream request headers: ``Authorization: Bearer`` for an OAuth
+    token or when the format takes API keys that way (``api_key_header`` ``None``, as OpenAI does),
+    else ``{api_key_header: key}`` (Anthropic ``x-api-key``, Gemini ``x-goog-api-key``); none
+    without a secret."""
+    secret = cand.connection.secret
+    if not secret:
+        return {}
+    if api_key_header is None or cand.connection.auth_type == "oauth":
+        return {"Authorization": f"Bearer {secret}"}
+    return {api_key_header: secret}
 
 
 def clamp_output_tokens(requested: int, model: Any) -> int:
@@ -113,6 +132,20 @@ def text_of(content: Any) -> str:
             if isinstance(p, dict) and p.get("type") in ("text", None)
         )
     return ""
+
+
+def collapse_text(parts: list[dict[str, Any]], sep: str = "") -> str | list[dict[str, Any]]:
+    """Canonical content parts → one string joined with ``sep`` when they are all text (what every
+    OpenAI-compatible server accepts), else the parts unchanged."""
+    if all(p["type"] == "text" for p in parts):
+        return sep.join(p["text"] for p in parts)
+    return parts
+
+
+def reasoning_text(message: Any) -> Any:
+    """The reasoning text of a canonical message or stream delta: ``reasoning_content``, or
+    ``reasoning`` as some OpenAI-compatible servers name it (``None``/empty when there is none)."""
+    return message.get("reasoning_content") or message.get("reasoning")
 
 
 def chunk(

@@ -17,7 +17,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from omniroute.errors import InvalidRequest
-from omniroute.wire._common import data_url, dumps, effort_for_budget, is_int, is_number
+from omniroute.wire._common import collapse_text, data_url, effort_for_budget, is_int, is_number
+from omniroute.wire.anthropic.blocks import assistant_message
 from omniroute.wire.anthropic.outbound import SURFACE
 from omniroute.wire.base import Call, Inbound, TokenCount
 
@@ -284,13 +285,6 @@ def _part(block: Mapping[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-def _content(parts: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
-    """Text-only parts collapse to one string (what every OpenAI-compatible server accepts)."""
-    if all(p["type"] == "text" for p in parts):
-        return "\n".join(p["text"] for p in parts)
-    return parts
-
-
 def _user_messages(content: Any) -> list[dict[str, Any]]:
     """One Anthropic user turn → tool messages (one per ``tool_result``, first) + a user message."""
     if isinstance(content, str):
@@ -314,48 +308,14 @@ def _user_messages(content: Any) -> list[dict[str, Any]]:
         elif (p := _part(block)) is not None:
             parts.append(p)
     if parts:
-        tools.append({"role": "user", "content": _content(parts)})
+        tools.append({"role": "user", "content": collapse_text(parts, "\n")})
     return tools
 
 
 def _assistant_message(content: Any) -> dict[str, Any]:
     if isinstance(content, str):
         return {"role": "assistant", "content": content}
-    texts: list[str] = []
-    reasoning: list[str] = []
-    thinking: list[dict[str, Any]] = []
-    calls: list[dict[str, Any]] = []
-    for b in content:
-        kind = b.get("type")
-        if kind == "text":
-            texts.append(b.get("text") or "")
-        elif kind == "thinking":
-            reasoning.append(b.get("thinking") or "")
-            thinking.append(
-                {
-                    "type": "thinking",
-                    "thinking": b.get("thinking") or "",
-                    "signature": b.get("signature") or "",
-                }
-            )
-        elif kind == "redacted_thinking":
-            thinking.append(dict(b))
-        elif kind == "tool_use":
-            calls.append(
-                {
-                    "id": b["id"],
-                    "type": "function",
-                    "function": {"name": b["name"], "arguments": dumps(b.get("input") or {})},
-                }
-            )
-    msg: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts or not calls else None}
-    if calls:
-        msg["tool_calls"] = calls
-    if reasoning:
-        msg["reasoning_content"] = "".join(reasoning)
-    if thinking:
-        msg["thinking_blocks"] = thinking
-    return msg
+    return assistant_message(content)
 
 
 def _tools(tools: Any) -> list[dict[str, Any]]:

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from omniroute.errors import InvalidRequest
-from omniroute.wire._common import data_url, dumps, effort_for_budget, is_int, new_id
+from omniroute.wire._common import collapse_text, data_url, dumps, effort_for_budget, is_int, new_id
 from omniroute.wire.base import Call, Inbound, TokenCount
 from omniroute.wire.gemini.outbound import SURFACE
 from omniroute.wire.openai.inbound import validate_chat_body
@@ -163,10 +163,7 @@ def _turn(content: Any, i: int, calls: _Calls) -> list[dict[str, Any]]:
         return [msg]
     out = results
     if texts:
-        content_value: Any = texts
-        if all(t["type"] == "text" for t in texts):
-            content_value = "".join(t["text"] for t in texts)
-        out = [*out, {"role": "user", "content": content_value}]
+        out = [*out, {"role": "user", "content": collapse_text(texts)}]
     return out
 
 

@@ -22,6 +22,7 @@ from omniroute.wire._common import (
     SSE_COMMENT,
     loads_object,
     new_id,
+    reasoning_text,
     signature_of,
     sse,
     usage_numbers,
@@ -75,15 +76,14 @@ def usage_metadata(prompt: int, completion: int, cached: int, reasoning: int = 0
     return out
 
 
-def call_part(tool_call_id: str, name: str, arguments: Any) -> dict[str, Any]:
-    """A ``functionCall`` part; a thought signature carried in the id goes back to ``thoughtSignature``."""
-    part: dict[str, Any] = {
-        "functionCall": {
-            "id": tool_call_id.partition(SIG_SEP)[0],
-            "name": name,
-            "args": loads_object(arguments),
-        }
-    }
+def call_part(tool_call_id: str, name: str, arguments: Any, *, with_id: bool = True) -> dict[str, Any]:
+    """A canonical tool call → a ``functionCall`` part (``args`` parsed from the JSON ``arguments``);
+    a thought signature carried in the id goes back to ``thoughtSignature``. ``with_id``: the call
+    carries its id (responses to Gemini clients; requests to Gemini upstreams leave it out)."""
+    call: dict[str, Any] = {"id": tool_call_id.partition(SIG_SEP)[0]} if with_id else {}
+    call["name"] = name
+    call["args"] = loads_object(arguments)
+    part: dict[str, Any] = {"functionCall": call}
     sig = signature_of(tool_call_id)
     if sig:
         part["thoughtSignature"] = sig
@@ -100,7 +100,7 @@ def render_response(resp: dict[str, Any]) -> dict[str, Any]:
     for i, choice in enumerate(resp.get("choices") or ()):
         msg = choice.get("message") or {}
         parts: list[dict[str, Any]] = []
-        reasoning = msg.get("reasoning_content") or msg.get("reasoning")
+        reasoning = reasoning_text(msg)
         if reasoning:
             parts.append({"text": reasoning, "thought": True})
         content = msg.get("content")
@@ -183,7 +183,7 @@ class GeminiStreamEncoder:
             if c.get("index", 0) != 0:
                 continue
             d = c.get("delta") or {}
-            reasoning = d.get("reasoning_content") or d.get("reasoning")
+            reasoning = reasoning_text(d)
             if reasoning:
                 parts.append({"text": reasoning, "thought": True})
             if d.get("content"):

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from omniroute.errors import InvalidRequest
-from omniroute.wire._common import REASONING_EFFORTS, check_metadata, is_int, is_number
+from omniroute.wire._common import REASONING_EFFORTS, check_metadata, collapse_text, is_int, is_number
 from omniroute.wire.base import Call, Inbound, ResponseStore
 from omniroute.wire.responses.outbound import ResponsesSurface
 
@@ -78,12 +78,6 @@ def _text_parts(content: Any, where: str) -> list[dict[str, Any]]:
     return parts
 
 
-def _content(parts: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
-    if all(p["type"] == "text" for p in parts):
-        return "".join(p["text"] for p in parts)
-    return parts
-
-
 def _output_text(output: Any) -> str:
     if isinstance(output, str):
         return output
@@ -116,7 +110,7 @@ def input_messages(items: Any) -> list[dict[str, Any]]:
             if role == "assistant":
                 out.append({"role": "assistant", "content": "".join(str(p.get("text") or "") for p in parts)})
             else:
-                out.append({"role": role, "content": _content(parts)})
+                out.append({"role": role, "content": collapse_text(parts)})
         elif kind == "function_call":
             if not isinstance(item.get("call_id"), str) or not isinstance(item.get("name"), str):
                 raise _bad(f"{where}.call_id", f"'{where}' needs string 'call_id' and 'name'.")

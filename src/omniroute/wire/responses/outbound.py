@@ -25,7 +25,7 @@ from typing import Any
 
 from omniroute.errors import GatewayError
 from omniroute.values import ChatRequest, Usage
-from omniroute.wire._common import SSE_COMMENT, new_id, sse, text_of, usage_numbers
+from omniroute.wire._common import SSE_COMMENT, new_id, reasoning_text, sse, text_of, usage_numbers
 from omniroute.wire.base import ResponseStore
 from omniroute.wire.openai.outbound import openai_error
 
@@ -123,7 +123,7 @@ def render_response(
     out = base_response(resp_id, created_at, resp.get("model") or "", body)
     choice = (resp.get("choices") or [{}])[0]
     msg = choice.get("message") or {}
-    reasoning = msg.get("reasoning_content") or msg.get("reasoning")
+    reasoning = reasoning_text(msg)
     if reasoning:
         out["output"].append(_reasoning_item(str(reasoning)))
     text = text_of(msg.get("content"))
@@ -139,12 +139,23 @@ def render_response(
     prompt, completion, cached = usage_numbers(resp.get("usage"))
     details = (resp.get("usage") or {}).get("completion_tokens_details") or {}
     out["usage"] = responses_usage(prompt, completion, cached, int(details.get("reasoning_tokens") or 0))
-    assistant: dict[str, Any] = {"role": "assistant", "content": text or (None if calls else "")}
+    return out, stored_assistant(out["output"])
+
+
+def stored_assistant(output: list[dict[str, Any]]) -> dict[str, Any]:
+    """This turn's canonical assistant message as kept for ``previous_response_id``, from the
+    response's ``output`` items: the text of its message items and one tool call per
+    ``function_call`` item, with the call id the client saw."""
+    text = "".join(i["content"][0]["text"] for i in output if i["type"] == "message")
+    calls = [
+        {"id": i["call_id"], "type": "function", "function": {"name": i["name"], "arguments": i["arguments"]}}
+        for i in output
+        if i["type"] == "function_call"
+    ]
+    msg: dict[str, Any] = {"role": "assistant", "content": text or (None if calls else "")}
     if calls:
-        assistant["tool_calls"] = [
-            {"id": tc.get("id"), "type": "function", "function": tc.get("function")} for tc in calls
-        ]
-    return out, assistant
+        msg["tool_calls"] = calls
+    return msg
 
 
 class ResponsesStreamEncoder:
@@ -282,7 +293,7 @@ class ResponsesStreamEncoder:
     def _choice(self, c: dict[str, Any]) -> bytes:
         out = b""
         d = c.get("delta") or {}
-        reasoning = d.get("reasoning_content") or d.get("reasoning")
+        reasoning = reasoning_text(d)
         if reasoning:
             if self.open is None or self.open["type"] != "reasoning":
                 out += self._open(
@@ -337,22 +348,6 @@ class ResponsesStreamEncoder:
             self.finish = c["finish_reason"]
         return out
 
-    def _assistant(self) -> dict[str, Any]:
-        text = "".join(i["content"][0]["text"] for i in self.output if i["type"] == "message")
-        calls = [
-            {
-                "id": i["call_id"],
-                "type": "function",
-                "function": {"name": i["name"], "arguments": i["arguments"]},
-            }
-            for i in self.output
-            if i["type"] == "function_call"
-        ]
-        msg: dict[str, Any] = {"role": "assistant", "content": text or (None if calls else "")}
-        if calls:
-            msg["tool_calls"] = calls
-        return msg
-
     def end(self, usage: Usage | None) -> bytes:
         out = b"" if self.started else self._start({})
         out += self._close()
@@ -362,7 +357,7 @@ class ResponsesStreamEncoder:
         u = usage or Usage()
         final["usage"] = responses_usage(u.prompt_tokens, u.completion_tokens, u.cached_tokens)
         if self.on_done is not None:
-            self.on_done(self._assistant())
+            self.on_done(stored_assistant(self.output))
         kind = "response.completed" if final["status"] == "completed" else "response.incomplete"
         return out + self._ev(kind, response=final)
 
