@@ -1,5 +1,6 @@
-"""Helpers shared by the wire-format translators and adapters (PROV-1): canonical chunk building,
-data URLs, tool-argument JSON, SSE framing and the ``_native`` frame key.
+"""Helpers shared by several wire formats (PROV-1): canonical chunk and usage building, content and
+reasoning text, data URLs, tool-argument JSON, ids, SSE framing, the ``_native`` frame key,
+validation predicates and an upstream's base URL and credential headers.
 
 The canonical shapes are OpenAI's: a ``chat.completion`` response, ``chat.completion.chunk`` stream
 chunks and the Chat Completions request body. Two extensions ride along on assistant messages and

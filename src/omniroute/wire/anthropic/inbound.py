@@ -141,7 +141,27 @@ def validate(body: Mapping[str, Any], *, model_required: bool = True) -> None:
         raise _bad("max_tokens", "Field required")
     if not is_int(mt) or mt < 1:
         raise _bad("max_tokens", f"Input should be an integer >= 1; got {mt!r}")
-    messages = body.get("messages")
+    _validate_messages(body.get("messages"))
+    system = body.get("system")
+    blocks_ok = isinstance(system, list) and all(
+        isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str) for b in system
+    )
+    if system is not None and not isinstance(system, str) and not blocks_ok:
+        raise _bad("system", "Input should be a string or an array of text blocks")
+    _validate_tools(body)
+    _number(body, "temperature", 0.0, 1.0)
+    _number(body, "top_p", 0.0, 1.0)
+    stop = body.get("stop_sequences")
+    if stop is not None and not (isinstance(stop, list) and all(isinstance(s, str) for s in stop)):
+        raise _bad("stop_sequences", "Input should be an array of strings")
+    if body.get("stream") is not None and not isinstance(body.get("stream"), bool):
+        raise _bad("stream", "Input should be a boolean")
+    _validate_options(body)
+    _validate_thinking(body.get("thinking"))
+
+
+def _validate_messages(messages: Any) -> None:
+    """``messages``: a non-empty array of ``{role, content}`` whose blocks suit their role."""
     if messages is None:
         raise _bad("messages", "Field required (an array of messages)")
     if not isinstance(messages, list):
@@ -160,20 +180,10 @@ def validate(body: Mapping[str, Any], *, model_required: bool = True) -> None:
                 _validate_block(block, role, f"messages.{i}.content.{j}")
         elif not isinstance(content, str):
             raise _bad(f"messages.{i}.content", "Input should be a string or an array of content blocks")
-    system = body.get("system")
-    blocks_ok = isinstance(system, list) and all(
-        isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str) for b in system
-    )
-    if system is not None and not isinstance(system, str) and not blocks_ok:
-        raise _bad("system", "Input should be a string or an array of text blocks")
-    _validate_tools(body)
-    _number(body, "temperature", 0.0, 1.0)
-    _number(body, "top_p", 0.0, 1.0)
-    stop = body.get("stop_sequences")
-    if stop is not None and not (isinstance(stop, list) and all(isinstance(s, str) for s in stop)):
-        raise _bad("stop_sequences", "Input should be an array of strings")
-    if body.get("stream") is not None and not isinstance(body.get("stream"), bool):
-        raise _bad("stream", "Input should be a boolean")
+
+
+def _validate_options(body: Mapping[str, Any]) -> None:
+    """``top_k`` (≥ 0), ``metadata.user_id`` (a string) and ``service_tier``."""
     top_k = body.get("top_k")
     if top_k is not None and (not is_int(top_k) or top_k < 0):
         raise _bad("top_k", f"Input should be an integer >= 0; got {top_k!r}")
@@ -187,7 +197,6 @@ def validate(body: Mapping[str, Any], *, model_required: bool = True) -> None:
     tier = body.get("service_tier")
     if tier is not None and tier not in SERVICE_TIERS:
         raise _bad("service_tier", f"Input should be 'auto' or 'standard_only'; got {tier!r}")
-    _validate_thinking(body.get("thinking"))
 
 
 def _validate_thinking(thinking: Any) -> None:

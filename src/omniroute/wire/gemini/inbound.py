@@ -129,6 +129,28 @@ def _turn(content: Any, i: int, calls: _Calls) -> list[dict[str, Any]]:
     parts = content.get("parts")
     if not isinstance(parts, list):
         raise _bad(f"{where}.parts", f"'{where}.parts' must be an array of parts.")
+    texts, tool_calls, results = _parts(parts, where, calls)
+    if role == "model":
+        if not texts and not tool_calls:
+            return []
+        msg: dict[str, Any] = {
+            "role": "assistant",
+            "content": "".join(t.get("text", "") for t in texts) if texts else None,
+        }
+        if tool_calls:
+            msg["tool_calls"] = tool_calls
+        return [msg]
+    out = results
+    if texts:
+        out = [*out, {"role": "user", "content": collapse_text(texts)}]
+    return out
+
+
+def _parts(
+    parts: list[Any], where: str, calls: _Calls
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """A turn's parts → ``(text and media parts, tool calls, tool result messages)``; ``thought``
+    parts and bare thought signatures are dropped."""
     texts: list[dict[str, Any]] = []
     tool_calls: list[dict[str, Any]] = []
     results: list[dict[str, Any]] = []
@@ -151,20 +173,7 @@ def _turn(content: Any, i: int, calls: _Calls) -> list[dict[str, Any]]:
             )
         elif not (_get(p, "thoughtSignature") and len(p) == 1):
             raise _bad(pw, f"'{pw}' must carry one of {_PART_KINDS}.")
-    if role == "model":
-        if not texts and not tool_calls:
-            return []
-        msg: dict[str, Any] = {
-            "role": "assistant",
-            "content": "".join(t.get("text", "") for t in texts) if texts else None,
-        }
-        if tool_calls:
-            msg["tool_calls"] = tool_calls
-        return [msg]
-    out = results
-    if texts:
-        out = [*out, {"role": "user", "content": collapse_text(texts)}]
-    return out
+    return texts, tool_calls, results
 
 
 def _system(si: Any) -> str:
@@ -272,7 +281,13 @@ def _check_objects(body: Mapping[str, Any]) -> None:
         parts = si.get("parts") if isinstance(si, dict) else None
         if parts is not None and not (isinstance(parts, list) and all(isinstance(p, dict) for p in parts)):
             raise _bad("systemInstruction.parts", "'systemInstruction.parts' must be an array of parts.")
-    tools = _get(body, "tools")
+    _check_tools(_get(body, "tools"))
+    _check_tool_config(_get(body, "toolConfig"))
+    _check_safety(_get(body, "safetySettings"))
+
+
+def _check_tools(tools: Any) -> None:
+    """``tools``: an array of Tool objects whose ``functionDeclarations`` is an array."""
     if tools is not None:
         if not isinstance(tools, list):
             raise _bad("tools", "'tools' must be an array of Tool objects.")
@@ -284,7 +299,10 @@ def _check_objects(body: Mapping[str, Any]) -> None:
                 raise _bad(
                     f"tools[{i}].functionDeclarations", f"'tools[{i}].functionDeclarations' must be an array."
                 )
-    tc = _get(body, "toolConfig")
+
+
+def _check_tool_config(tc: Any) -> None:
+    """``toolConfig``: ``{functionCallingConfig: {mode, allowedFunctionNames: [string]}}``."""
     if tc is not None:
         if not isinstance(tc, dict):
             raise _bad("toolConfig", "'toolConfig' must be an object {functionCallingConfig: {...}}.")
@@ -297,7 +315,10 @@ def _check_objects(body: Mapping[str, Any]) -> None:
         if names is not None and not _strings(names):
             where = "toolConfig.functionCallingConfig.allowedFunctionNames"
             raise _bad(where, f"'{where}' must be an array of strings.")
-    safety = _get(body, "safetySettings")
+
+
+def _check_safety(safety: Any) -> None:
+    """``safetySettings``: an array of ``{category, threshold}`` strings."""
     if safety is not None:
         if not isinstance(safety, list):
             raise _bad("safetySettings", "'safetySettings' must be an array of {category, threshold}.")
@@ -338,10 +359,15 @@ def _check_generation(cfg: Any) -> None:
         raise _bad(f"{where}.responseLogprobs", f"'{where}.responseLogprobs' must be a boolean.")
     if _get(cfg, "logprobs") is not None and not is_int(_get(cfg, "logprobs")):
         raise _bad(f"{where}.logprobs", f"'{where}.logprobs' must be an integer.")
-    thinking = _get(cfg, "thinkingConfig")
+    _check_thinking(_get(cfg, "thinkingConfig"))
+
+
+def _check_thinking(thinking: Any) -> None:
+    """``generationConfig.thinkingConfig``: ``thinkingBudget`` (integer), ``thinkingLevel`` (one of
+    :data:`THINKING_LEVELS`, any case) and ``includeThoughts`` (boolean)."""
     if thinking is None:
         return
-    at = f"{where}.thinkingConfig"
+    at = "generationConfig.thinkingConfig"
     if not isinstance(thinking, dict):
         raise _bad(at, f"'{at}' must be an object.")
     budget = _get(thinking, "thinkingBudget")

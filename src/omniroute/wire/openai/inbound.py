@@ -58,60 +58,81 @@ def validate_chat_body(body: dict[str, Any], *, model_required: bool = True) -> 
     if not messages:
         raise _bad("messages", "'messages' must contain at least one message.")
     for i, m in enumerate(messages):
-        if not isinstance(m, dict):
-            raise _bad(f"messages[{i}]", f"'messages[{i}]' must be an object.")
-        role = m.get("role")
-        if not isinstance(role, str) or role not in ROLES:
-            raise _bad(
-                f"messages[{i}].role",
-                f"'messages[{i}].role' must be one of {', '.join(sorted(ROLES))}; got {role!r}.",
-            )
-        content = m.get("content")
-        if content is not None and not isinstance(content, (str, list)):
-            raise _bad(
-                f"messages[{i}].content",
-                f"'messages[{i}].content' must be a string, an array of content parts or null.",
-            )
-        if isinstance(content, list):
-            for j, part in enumerate(content):
-                if (
-                    not isinstance(part, dict)
-                    or not isinstance(part.get("type"), str)
-                    or part["type"] not in PART_TYPES
-                ):
-                    raise _bad(
-                        f"messages[{i}].content[{j}].type",
-                        f"'messages[{i}].content[{j}]' must be an object whose 'type' is one of "
-                        f"{', '.join(sorted(PART_TYPES))}.",
-                    )
-                if part["type"] == "text" and not isinstance(part.get("text"), str):
-                    raise _bad(
-                        f"messages[{i}].content[{j}].text",
-                        f"'messages[{i}].content[{j}].text' must be a string for a part of type 'text'.",
-                    )
-                image = part.get("image_url")
-                if part["type"] == "image_url" and not (
-                    isinstance(image, dict) and isinstance(image.get("url"), str)
-                ):
-                    raise _bad(
-                        f"messages[{i}].content[{j}].image_url.url",
-                        f"'messages[{i}].content[{j}].image_url.url' must be a string URL or data URL.",
-                    )
-        tool_calls = m.get("tool_calls")
-        if tool_calls is not None:
-            if not isinstance(tool_calls, list):
-                raise _bad(f"messages[{i}].tool_calls", f"'messages[{i}].tool_calls' must be an array.")
-            _validate_tool_calls(i, tool_calls)
-        if role == "tool" and not isinstance(m.get("tool_call_id"), str):
-            missing = m.get("tool_call_id") is None
-            raise _bad(
-                f"messages[{i}].tool_call_id",
-                f"'messages[{i}].tool_call_id' is required for role 'tool'."
-                if missing
-                else f"'messages[{i}].tool_call_id' must be a string; got {m['tool_call_id']!r}.",
-            )
-        if content is None and role in ("user", "system", "developer"):
-            raise _bad(f"messages[{i}].content", f"'messages[{i}].content' is required for role '{role}'.")
+        _validate_message(i, m)
+    _validate_sampling(body)
+    _validate_tools(body)
+    rf = body.get("response_format")
+    if rf is not None and (
+        not isinstance(rf, dict) or not isinstance(rf.get("type"), str) or rf["type"] not in RESPONSE_FORMATS
+    ):
+        raise _bad(
+            "response_format.type",
+            f"'response_format.type' must be one of {', '.join(sorted(RESPONSE_FORMATS))}.",
+        )
+
+
+def _validate_message(i: int, m: Any) -> None:
+    """``messages[i]``: an object with a known ``role``, ``content`` (string, parts or null; required
+    for user/system/developer), well-formed ``tool_calls`` and, for role ``tool``, ``tool_call_id``."""
+    if not isinstance(m, dict):
+        raise _bad(f"messages[{i}]", f"'messages[{i}]' must be an object.")
+    role = m.get("role")
+    if not isinstance(role, str) or role not in ROLES:
+        raise _bad(
+            f"messages[{i}].role",
+            f"'messages[{i}].role' must be one of {', '.join(sorted(ROLES))}; got {role!r}.",
+        )
+    content = m.get("content")
+    if content is not None and not isinstance(content, (str, list)):
+        raise _bad(
+            f"messages[{i}].content",
+            f"'messages[{i}].content' must be a string, an array of content parts or null.",
+        )
+    if isinstance(content, list):
+        for j, part in enumerate(content):
+            _validate_part(i, j, part)
+    tool_calls = m.get("tool_calls")
+    if tool_calls is not None:
+        if not isinstance(tool_calls, list):
+            raise _bad(f"messages[{i}].tool_calls", f"'messages[{i}].tool_calls' must be an array.")
+        _validate_tool_calls(i, tool_calls)
+    if role == "tool" and not isinstance(m.get("tool_call_id"), str):
+        missing = m.get("tool_call_id") is None
+        raise _bad(
+            f"messages[{i}].tool_call_id",
+            f"'messages[{i}].tool_call_id' is required for role 'tool'."
+            if missing
+            else f"'messages[{i}].tool_call_id' must be a string; got {m['tool_call_id']!r}.",
+        )
+    if content is None and role in ("user", "system", "developer"):
+        raise _bad(f"messages[{i}].content", f"'messages[{i}].content' is required for role '{role}'.")
+
+
+def _validate_part(i: int, j: int, part: Any) -> None:
+    """``messages[i].content[j]``: a part of a known type; text parts carry a string ``text`` and image
+    parts an ``image_url.url`` string."""
+    if not isinstance(part, dict) or not isinstance(part.get("type"), str) or part["type"] not in PART_TYPES:
+        raise _bad(
+            f"messages[{i}].content[{j}].type",
+            f"'messages[{i}].content[{j}]' must be an object whose 'type' is one of "
+            f"{', '.join(sorted(PART_TYPES))}.",
+        )
+    if part["type"] == "text" and not isinstance(part.get("text"), str):
+        raise _bad(
+            f"messages[{i}].content[{j}].text",
+            f"'messages[{i}].content[{j}].text' must be a string for a part of type 'text'.",
+        )
+    image = part.get("image_url")
+    if part["type"] == "image_url" and not (isinstance(image, dict) and isinstance(image.get("url"), str)):
+        raise _bad(
+            f"messages[{i}].content[{j}].image_url.url",
+            f"'messages[{i}].content[{j}].image_url.url' must be a string URL or data URL.",
+        )
+
+
+def _validate_sampling(body: dict[str, Any]) -> None:
+    """The number ranges, positive integers, ``stream``, the optional fields, ``stream_options``,
+    ``stop`` (a string or up to 4) and ``logit_bias`` (numbers in -100…100)."""
     for name, lo, hi in _NUMBER_RANGES:
         v = body.get(name)
         if v is not None and (not is_number(v) or not lo <= v <= hi):
@@ -140,15 +161,6 @@ def validate_chat_body(body: dict[str, Any], *, model_required: bool = True) -> 
     ):
         raise _bad(
             "logit_bias", "'logit_bias' must be an object mapping token ids to numbers between -100 and 100."
-        )
-    _validate_tools(body)
-    rf = body.get("response_format")
-    if rf is not None and (
-        not isinstance(rf, dict) or not isinstance(rf.get("type"), str) or rf["type"] not in RESPONSE_FORMATS
-    ):
-        raise _bad(
-            "response_format.type",
-            f"'response_format.type' must be one of {', '.join(sorted(RESPONSE_FORMATS))}.",
         )
 
 

@@ -226,6 +226,12 @@ def validate(body: Mapping[str, Any], *, model_required: bool = True) -> None:
     inp = body.get("input")
     if not isinstance(inp, str | list) or not inp:
         raise _bad("input", "'input' must be a non-empty string or a non-empty array of input items.")
+    _validate_options(body)
+
+
+def _validate_options(body: Mapping[str, Any]) -> None:
+    """``instructions``, ``reasoning`` and ``text`` objects, ``metadata``, ``reasoning.effort``,
+    ``truncation``, ``user``/``service_tier`` strings and ``include``."""
     instructions = body.get("instructions")
     if instructions is not None and not isinstance(instructions, str):
         raise _bad("instructions", "'instructions' must be a string.")
