@@ -9,6 +9,7 @@ from typing import Any
 
 from omniroute.clock import FakeClock
 from omniroute.config import AutoConfig, Config
+from omniroute.core.combo import parse_combo
 from omniroute.gateway import Gateway
 from omniroute.providers.catalog import Catalog
 from omniroute.resilience.ladder import Resilience
@@ -72,7 +73,7 @@ def make_gw(
     gw.catalog = Catalog(providers)
     if conns is None:
         conns = [Connection(id=f"{p.id}-k", provider=p.id, api_key="sk") for p in providers]
-    gw.registry = Registry.build(gw.catalog, conns, combos=combos)
+    gw.registry = Registry.build(gw.catalog, conns, combos=[parse_combo(c) for c in combos])
     return gw
 
 

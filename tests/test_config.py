@@ -12,17 +12,14 @@ import pytest
 from omniroute.config import (
     DEFAULT_DATABASE_URL,
     DEFAULT_PORT,
-    ROUTING_STRATEGY_VALUES,
     ChainEntryConfig,
-    ComboTargetConfig,
     Config,
     ConfigError,
     ConnectionConfig,
     config_from_dict,
     load_config,
-    normalize_strategy,
-    thaw,
 )
+from omniroute.core.combo import ROUTING_STRATEGY_VALUES, ComboTarget, canonical_strategy, thaw
 
 # SPEC OPS-2, verbatim: tests outside the project write files like this one.
 OPS2_EXAMPLE = """\
@@ -137,9 +134,9 @@ def test_ops2_example_loads_with_every_value(tmp_path: Path) -> None:
     assert combo.enabled is True
     assert combo.description is None
     assert combo.targets == (
-        ComboTargetConfig(model="local-a/model-a"),
-        ComboTargetConfig(model="local-b/model-b", connection_id="b1", weight=30),
-        ComboTargetConfig(combo_ref="other-combo"),
+        ComboTarget(model="local-a/model-a"),
+        ComboTarget(model="local-b/model-b", connection_id="b1", weight=30),
+        ComboTarget(combo_ref="other-combo"),
     )
     assert [t.is_ref for t in combo.targets] == [False, False, True]
     assert dict(combo.config) == {"maxRetries": 0, "stickyRoundRobinLimit": 3}
@@ -391,12 +388,23 @@ def test_bad_strategy_lists_the_valid_ones() -> None:
 def test_strategy_aliases_normalise_to_canonical_names() -> None:
     """COMBO-3: strategy names are accepted in any case and with underscores."""
     assert len(ROUTING_STRATEGY_VALUES) == 19
-    assert normalize_strategy("round_robin") == "round-robin"
-    assert normalize_strategy("Cost_Optimized") == "cost-optimized"
-    assert normalize_strategy("P2C") == "p2c"
-    assert all(normalize_strategy(s) == s for s in ROUTING_STRATEGY_VALUES)
+    assert canonical_strategy("round_robin") == "round-robin"
+    assert canonical_strategy("Cost_Optimized") == "cost-optimized"
+    assert canonical_strategy("P2C") == "p2c"
+    assert all(canonical_strategy(s) == s for s in ROUTING_STRATEGY_VALUES)
     cfg = config_from_dict({"combos": [{"name": "c", "strategy": "Least_Used"}]}, env={})
     assert cfg.combos[0].strategy == "least-used"
+
+
+def test_a_registered_strategy_name_is_kept() -> None:
+    """COMBO-3: a strategy registered beside the 19 is valid in a config-file combo (any case) and is
+    kept, not replaced by priority; names nobody registered are still an error."""
+    names = (*ROUTING_STRATEGY_VALUES, "last-first")
+    cfg = config_from_dict({"combos": [{"name": "c", "strategy": "Last_First"}]}, env={}, strategies=names)
+    assert cfg.combos[0].strategy == "last-first"
+    assert "combos[0].strategy: unknown strategy 'last-first'" in error_of(
+        {"combos": [{"name": "c", "strategy": "last-first"}]}
+    )
 
 
 @pytest.mark.parametrize(
@@ -441,7 +449,7 @@ def test_combo_target_timeouts_are_seconds_and_exclusive() -> None:
         },
         env={},
     )
-    assert [t.timeout_s for t in cfg.combos[0].targets] == [1.5, 2.0]
+    assert [t.timeout for t in cfg.combos[0].targets] == [1.5, 2.0]
     msg = error_of({"combos": [{"name": "c", "targets": [{"model": "a", "timeout_ms": 1, "timeout_s": 1}]}]})
     assert "combos[0].targets[0].timeout_ms" in msg
 

@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
+from omniroute.core.combo import ComboInvalid, ComboTarget, ref_graph_problem
 from omniroute.providers.catalog import Catalog
-from omniroute.routing.combo_validation import ComboInvalid, check_combo, ref_graph_problem
+from omniroute.routing.combo_validation import check_combo
 from omniroute.routing.registry import Registry
 from omniroute.values import Connection, ModelInfo, ProviderInfo
 
@@ -34,13 +35,13 @@ def test_unknown_strategy_is_rejected_listing_the_valid_ones() -> None:
 
 
 def test_strategy_names_are_canonicalised_and_legacy_aliases_accepted() -> None:
-    assert check_combo(combo(strategy="Round_Robin"), [], REG)[0]["strategy"] == "round-robin"
-    assert check_combo(combo(strategy="usage"), [], REG)[0]["strategy"] == "least-used"
+    assert check_combo(combo(strategy="Round_Robin"), [], REG)[0].strategy == "round-robin"
+    assert check_combo(combo(strategy="usage"), [], REG)[0].strategy == "least-used"
 
 
 def test_empty_targets_are_rejected_except_for_auto() -> None:
     assert invalid(combo(targets=[])).param == "targets"
-    assert check_combo(combo(strategy="auto", targets=[]), [], REG)[0]["targets"] == []
+    assert check_combo(combo(strategy="auto", targets=[]), [], REG)[0].targets == ()
 
 
 def test_fusion_needs_members_within_max_panel_and_pipeline_needs_steps() -> None:
@@ -52,7 +53,7 @@ def test_fusion_needs_members_within_max_panel_and_pipeline_needs_steps() -> Non
     ok, _ = check_combo(
         combo(strategy="pipeline", targets=[{"model": "local-o/model-o", "prompt": "p"}]), [], REG
     )
-    assert ok["targets"][0]["prompt"] == "p"
+    assert ok.targets[0].prompt == "p"
 
 
 @pytest.mark.parametrize(
@@ -98,7 +99,7 @@ def test_unknown_provider_model_and_connection_are_warnings_not_errors() -> None
     out, warnings = check_combo(combo(targets=targets), [], REG)
     codes = [w["code"] for w in warnings]
     assert codes == ["UNKNOWN_PROVIDER", "UNKNOWN_MODEL", "UNKNOWN_CONNECTION", "UNKNOWN_MODEL"]
-    assert out["targets"][3] == {"model": "just-a-model"}
+    assert out.targets[3] == ComboTarget(model="just-a-model")
 
 
 def test_combo_ref_must_exist_and_cycles_are_rejected() -> None:
@@ -124,11 +125,11 @@ def test_combo_ref_depth_over_three_is_rejected_from_either_end() -> None:
 def test_renaming_keeps_the_own_row_out_of_the_graph() -> None:
     existing = [{"id": "1", "name": "old", "targets": [{"model": "local-o/model-o"}]}]
     out, _ = check_combo(combo("new"), existing, REG, own_id="1")
-    assert out["name"] == "new"
+    assert out.name == "new"
 
 
 def test_ref_graph_problem_is_none_for_a_tree() -> None:
-    graph = {"A": {"targets": [{"combo_ref": "B"}, {"combo_ref": "C"}]}, "B": {}, "C": {}}
+    graph = {"A": ["B", "C"], "B": [], "C": []}
     assert ref_graph_problem("A", graph) is None
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from omniroute.config import ROUTING_STRATEGY_VALUES
+from omniroute.core.combo import ROUTING_STRATEGY_VALUES
 from omniroute.routing.strategies import (
     INHERIT,
     ComboSettings,
@@ -98,7 +98,7 @@ async def test_a_registered_strategy_is_found_by_name() -> None:
         async def order(self, ctx: StrategyContext) -> Ordering:
             return Ordering(list(reversed(ctx.targets)), "reversed")
 
-    register_strategy(Reverse())
+    register_strategy("test-reverse", Reverse())
     o = await order("test-reverse", targets("o", "c"))
     assert first_keys(o) == ["c", "o"]
 

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from omniroute import wire
-from omniroute.config import Config, ConfigError, ProviderConfig, thaw
+from omniroute.config import Config, ConfigError, ProviderConfig
 from omniroute.providers.catalog import Catalog, ModelOverride, ProviderOverride
 from omniroute.resilience.breaker import BreakerSettings
 from omniroute.resilience.cooldown import CooldownSettings
@@ -180,32 +180,7 @@ async def load_config_into_store(config: Config, store: Store) -> None:
         if k.key:
             await store.upsert_api_key_from_config(k.name, k.key, list(k.allowed_models), k.budget_usd)
     for combo in config.combos:
-        await store.upsert_combo_by_name(
-            {
-                "name": combo.name,
-                "strategy": combo.strategy,
-                "description": combo.description,
-                "enabled": combo.enabled,
-                "config": thaw(combo.config),
-                "targets": [
-                    {
-                        k: v
-                        for k, v in (
-                            ("model", t.model),
-                            ("combo_ref", t.combo_ref),
-                            ("connection_id", t.connection_id),
-                            ("weight", t.weight),
-                            ("priority", t.priority),
-                            ("timeout_s", t.timeout_s),
-                            ("tags", list(t.tags) or None),
-                            ("prompt", t.prompt),
-                        )
-                        if v is not None
-                    }
-                    for t in combo.targets
-                ],
-            }
-        )
+        await store.upsert_combo_by_name(combo.to_json())
     for m in config.model_combo_mappings:
         await store.upsert_mapping_from_config(m.pattern, m.combo, m.priority, m.enabled, m.description or "")
     for model, entries in config.fallback_chains.items():

@@ -24,6 +24,7 @@ import orjson
 from omniroute import bootstrap, wire
 from omniroute.api.deadlines import BodyDeadlines
 from omniroute.config import Config, ConfigError
+from omniroute.core.combo import Combo, ComboMapping, missing_targets
 from omniroute.errors import AuthenticationFailed, BudgetExceeded, PermissionDenied
 from omniroute.observe.batch import BatchWriter
 from omniroute.observe.metrics import Metrics
@@ -195,8 +196,9 @@ class Gateway:
                     )
                 )
         for i, combo in enumerate(self.config.combos):
-            if not combo.targets and combo.strategy != "auto":
-                errors.append((f"combos[{i}].targets", f"combo '{combo.name}' needs at least one target"))
+            missing = missing_targets(combo)
+            if missing is not None:
+                errors.append((f"combos[{i}].targets", f"combo '{combo.name}': {missing}"))
         if errors:
             raise ConfigError(errors)
         for i, k in enumerate(self.config.api_keys):
@@ -237,17 +239,17 @@ class Gateway:
             self.config, await self.store.list_provider_nodes(), self.simulated
         )
         conns = await self.store.list_connections()
-        combos = await self.store.list_combos()
+        combos = [Combo.from_row(row) for row in await self.store.list_combos()]
         if self.simulated is not None:
             conns = conns + self.simulated.connections()
-            if not any(c["name"] == SAMPLE_COMBO for c in combos):
+            if not any(c.name == SAMPLE_COMBO for c in combos):
                 combos.append(self.simulated.sample_combo())
         self.registry = Registry.build(
             self.catalog,
             conns,
             await self.store.list_chains(),
             combos,
-            await self.store.list_mappings(),
+            [ComboMapping.from_row(row) for row in await self.store.list_mappings()],
             version=self.registry.version + 1,
         )
         self.keys_by_hash = {k["key_hash"]: k for k in await self.store.api_keys_for_auth()}
@@ -296,7 +298,7 @@ class Gateway:
                     "owned_by": "combo",
                     "context_length": ctx,
                     "max_output_tokens": mo,
-                    "strategy": combo.get("strategy"),
+                    "strategy": combo.strategy,
                 }
             )
         out.extend(self.auto_models())

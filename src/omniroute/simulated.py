@@ -8,6 +8,7 @@ streams ten chunks, ``sim-fast/fast-1+fail-503`` fails.
 
 from __future__ import annotations
 
+from omniroute.core.combo import Combo, ComboTarget
 from omniroute.values import Connection, ModelInfo, ProviderInfo
 
 # (provider id, model id, input price, output price USD per 1M, context, max output, capabilities, tier)
@@ -82,17 +83,14 @@ class SimulatedFleet:
         ]
 
     @staticmethod
-    def sample_combo() -> dict[str, object]:
+    def sample_combo() -> Combo:
         """A priority combo over the simulated providers, shown in the demo's curl line."""
-        return {
-            "name": SAMPLE_COMBO,
-            "strategy": "priority",
-            "enabled": True,
-            "config": {},
-            "description": "simulated sample combo",
-            "targets": [
-                {"model": "sim-smart/smart-1"},
-                {"model": "sim-fast/fast-1"},
-                {"model": "sim-cheap/cheap-1"},
-            ],
-        }
+        return Combo(
+            name=SAMPLE_COMBO,
+            description="simulated sample combo",
+            targets=(
+                ComboTarget(model="sim-smart/smart-1"),
+                ComboTarget(model="sim-fast/fast-1"),
+                ComboTarget(model="sim-cheap/cheap-1"),
+            ),
+        )

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 from combo_support import Api, C, G, O, behaviour, combo_config, cool, set_quota, upstream_messages
 
-from omniroute.config import ROUTING_STRATEGY_VALUES, config_from_dict
+from omniroute.config import config_from_dict
+from omniroute.core.combo import ROUTING_STRATEGY_VALUES
 from omniroute.routing.strategies.affinity import HANDOFF_MARKER, lkgp_record_key
 from omniroute.testing import FakeProviderThread
 from omniroute.testing.gateway import GatewayThread

@@ -16,6 +16,7 @@ from combo_support import Api, C, G, O, combo_config
 from typer.testing import CliRunner
 
 from omniroute.cli.main import app as cli_app
+from omniroute.routing.strategies import Ordering, StrategyContext, register_strategy
 from omniroute.testing import FakeProviderThread
 from omniroute.testing.gateway import GatewayThread
 
@@ -78,6 +79,32 @@ def test_validation_errors_are_clear_400s(api: Api) -> None:
     assert "already exists" in error(post(api, {"name": "dup", "targets": [C]}), "name")
     api.combo("other", [O])
     error(api.http.put("/api/combos/other", json={"name": "dup"}), "name")
+
+
+class LastFirst:
+    """A strategy from outside the built-in 19: the last target first."""
+
+    name = "last-first"
+    expands_connections = False
+    protects_first = False
+
+    async def order(self, ctx: StrategyContext) -> Ordering:
+        return Ordering(list(reversed(ctx.targets)), "last target first")
+
+
+def test_a_registered_strategy_is_used_by_a_combo_created_through_the_api(api: Api) -> None:
+    """COMBO-3 regression: a strategy added with ``register_strategy`` is a valid name on the
+    management API (any case, as the built-ins) and orders the combo's targets; it used to be
+    accepted nowhere and, stored anyway, silently served as priority."""
+    register_strategy("last-first", LastFirst())
+    created = api.combo("custom", [O, C], strategy="Last_First")
+    assert created["strategy"] == "last-first"
+    r = api.chat("custom")
+    assert r.status_code == 200, r.text
+    assert r.headers["x-omniroute-provider"] == "local-c"
+    assert r.headers["x-omniroute-strategy"] == "last-first"
+    msg = error(post(api, {"name": "other", "strategy": "first-last", "targets": [O]}), "strategy")
+    assert "unknown strategy 'first-last'" in msg and "last-first" in msg
 
 
 def test_fusion_and_pipeline_names_are_accepted(api: Api) -> None:

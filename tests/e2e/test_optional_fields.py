@@ -15,9 +15,10 @@ import httpx
 import pytest
 
 from conftest import base_config
+from omniroute.api.admin.combos import TargetIn
 from omniroute.config import ConfigError, config_from_dict
-from omniroute.config._load import _Target
-from omniroute.routing.combo_validation import TARGET_KEYS, ComboInvalid, check_combo
+from omniroute.core.combo import TARGET_KEYS, ComboInvalid
+from omniroute.routing.combo_validation import check_combo
 from omniroute.testing import FakeProviderThread
 from omniroute.testing.gateway import GatewayThread
 
@@ -510,7 +511,7 @@ def test_combo_target_with_every_config_file_key_is_accepted(gw: GatewayThread) 
 
 def test_combo_target_keys_match_the_config_file_contract(tmp_path: Path) -> None:
     """OPS-2: the management API and the config file accept exactly the same target keys."""
-    assert set(TARGET_KEYS) == set(_Target.model_fields)
+    assert set(TARGET_KEYS) == set(TargetIn.model_fields)
     data = {
         "database_url": f"sqlite:///{tmp_path}/x.db",
         "combos": [
@@ -536,4 +537,4 @@ def test_check_combo_rejects_unknown_target_fields_for_the_cli() -> None:
         check_combo(long_prompt, [], None)
     assert exc.value.param == "targets[0].prompt"
     ok, _ = check_combo({**combo, "targets": [ALL_KEYS_TARGET]}, [], None)
-    assert ok["targets"] == [ALL_KEYS_TARGET]
+    assert [t.to_json() for t in ok.targets] == [ALL_KEYS_TARGET]

@@ -187,7 +187,7 @@ def test_anthropic_request_to_canonical_tool_results_and_thinking() -> None:
         ({"model": "m", "max_tokens": 0, "messages": []}, "max_tokens"),
         ({"model": "m", "max_tokens": 5, "messages": []}, "messages"),
         (
-            {"model": "m", "max_tokens": 5, "messages": [{"role": "system", "content": "x"}]},
+            {"model": "m", "max_tokens": 5, "messages": [{"role": "wizard", "content": "x"}]},
             "messages.0.role",
         ),
         (

@@ -22,7 +22,7 @@ import typer
 from omniroute.cli.common import ConfigOpt, console, err_console, load_or_exit
 from omniroute.config import Config
 
-app = typer.Typer(help="Combos: named routing recipes (COMBO-1).", no_args_is_help=True)
+app = typer.Typer(help="Combos: named routing recipes.", no_args_is_help=True)
 _load = load_or_exit
 
 
@@ -54,29 +54,26 @@ async def _open(cfg: Config) -> Any:
 
 async def _registry(cfg: Config, store: Any) -> Any:
     from omniroute.bootstrap import build_catalog, connection_from_config
+    from omniroute.core.combo import Combo
     from omniroute.routing.registry import Registry
 
     catalog = build_catalog(cfg, await store.list_provider_nodes(), None)
     conns = [*await store.list_connections(), *(connection_from_config(c) for c in cfg.connections)]
-    return Registry.build(catalog, conns, combos=await store.list_combos())
+    return Registry.build(catalog, conns, combos=[Combo.from_row(r) for r in await store.list_combos()])
 
 
 async def create(cfg: Config, data: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]], Any]:
     """Validate and store a combo; returns ``(row, warnings, shadowed (model, provider) | None)``.
-    Raises :class:`~omniroute.routing.combo_validation.ComboInvalid` or ``StoreConflict``."""
+    Raises :class:`~omniroute.core.combo.ComboInvalid` (also for a taken name) or ``StoreConflict``
+    (a name taken meanwhile)."""
     from omniroute.routing.combo_validation import check_combo
     from omniroute.routing.combos import shadowed_model
-    from omniroute.store.errors import StoreConflict
 
     store = await _open(cfg)
     try:
         reg = await _registry(cfg, store)
-        existing = await store.list_combos()
-        combo, warnings = check_combo(data, existing, reg)
-        if any(c["name"] == combo["name"] for c in existing):
-            raise StoreConflict(f"a combo named {combo['name']!r} already exists")
-        fields = ("name", "strategy", "targets", "config", "description", "enabled", "sort_order")
-        row = await store.create_combo({k: combo[k] for k in fields if k in combo})
+        combo, warnings = check_combo(data, await store.list_combos(), reg)
+        row = await store.create_combo(combo.to_json())
         return row, warnings, shadowed_model(reg, row["name"])
     finally:
         await store.close()
@@ -163,7 +160,7 @@ def create_cmd(
     ] = None,
 ) -> None:
     """Create a combo (validated like POST /api/combos)."""
-    from omniroute.routing.combo_validation import ComboInvalid
+    from omniroute.core.combo import ComboInvalid
     from omniroute.store.errors import StoreConflict
 
     if from_json is not None:

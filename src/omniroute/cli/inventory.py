@@ -10,10 +10,8 @@ import typer
 
 from omniroute.cli.common import ConfigOpt, console, load_or_exit
 
-providers_app = typer.Typer(
-    help="Providers of the catalog and config (PROV-1, PROV-2).", no_args_is_help=True
-)
-connections_app = typer.Typer(help="Connections: accounts of providers (PROV-3).", no_args_is_help=True)
+providers_app = typer.Typer(help="Providers of the catalog and config.", no_args_is_help=True)
+connections_app = typer.Typer(help="Connections: accounts of providers.", no_args_is_help=True)
 
 
 async def _rows(config: Path | None) -> tuple[list[list[str]], list[list[str]]]:

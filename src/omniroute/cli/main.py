@@ -18,14 +18,32 @@ from omniroute.cli.inventory import connections_app, providers_app
 from omniroute.config import ConfigError, load_config
 
 app = typer.Typer(help="OmniRoute: a self-hosted AI gateway.", no_args_is_help=True, add_completion=False)
-keys_app = typer.Typer(help="Client API keys (API-8).", no_args_is_help=True)
-catalog_app = typer.Typer(help="The provider/model catalog (PROV-2).", no_args_is_help=True)
+keys_app = typer.Typer(help="Client API keys.", no_args_is_help=True)
+catalog_app = typer.Typer(help="The provider/model catalog.", no_args_is_help=True)
 app.add_typer(keys_app, name="keys")
 app.add_typer(catalog_app, name="catalog")
 app.add_typer(combos_app, name="combos")
 app.add_typer(providers_app, name="providers")
 app.add_typer(connections_app, name="connections")
 _load = load_or_exit
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from omniroute import __version__
+
+        typer.echo(f"omniroute {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool,
+        typer.Option("--version", help="Print the version and exit.", callback=_print_version, is_eager=True),
+    ] = False,
+) -> None:
+    """OmniRoute: a self-hosted AI gateway."""
 
 
 def _setup_logging() -> None:
@@ -177,7 +195,7 @@ def catalog_refresh(
         Path, typer.Option("--output", "-o", help="Where to write the refreshed catalog.")
     ] = Path("catalog.json"),
 ) -> None:
-    """Refresh prices/limits/capabilities from a models.dev-style JSON file (PROV-2)."""
+    """Refresh prices/limits/capabilities from a models.dev-style JSON file."""
     from omniroute.providers.catalog import Catalog
 
     try:
@@ -191,7 +209,7 @@ def catalog_refresh(
 
 @app.command()
 def doctor(config: ConfigOpt = None) -> None:
-    """Check the config, the database and upstream reachability (OPS-1)."""
+    """Check the config, the database and upstream reachability."""
     from omniroute.cli.doctor import run_doctor
 
     ok = asyncio.run(run_doctor(_load(config), console))

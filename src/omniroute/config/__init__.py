@@ -8,8 +8,9 @@ names the key path, e.g. ``connections[0].priority``), applying the STORE-2 URL 
 
 Validation uses pydantic models at the edge (private, ``extra="forbid"``, in
 :mod:`omniroute.config._load`); the rest of the program sees only the frozen, slotted dataclasses defined
-here. Times are seconds (``*_s``), prices USD per 1M tokens, budgets USD. Secrets (``admin_key``, API
-keys, tokens) are kept out of ``repr``.
+here and, for combos and model→combo mappings, the schema the management API shares
+(:mod:`omniroute.core.combo`). Times are seconds (``*_s``), prices USD per 1M tokens, budgets USD.
+Secrets (``admin_key``, API keys, tokens) are kept out of ``repr``.
 
 ``${ENV}`` rules (OPS-2): ``${NAME}`` and ``${NAME:-default}`` are replaced anywhere inside string values
 (mapping keys are left alone; ``$${`` is a literal ``${``). A value that is exactly ``${NAME}`` with
@@ -20,14 +21,15 @@ unset reference inside a longer string is an error naming the key path.
 from __future__ import annotations
 
 import os
-import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final
 
 import yaml
+
+from omniroute.core.combo import ROUTING_STRATEGY_VALUES, Combo, ComboMapping
 
 __all__ = [
     "CAPABILITY_VALUES",
@@ -37,19 +39,15 @@ __all__ = [
     "ENV_CONFIG_PATH",
     "ENV_DATABASE_URL",
     "ENV_REDIS_URL",
-    "ROUTING_STRATEGY_VALUES",
     "ApiKeyConfig",
     "AutoConfig",
     "ChainEntryConfig",
     "CircuitBreakerConfig",
-    "ComboConfig",
-    "ComboTargetConfig",
     "Config",
     "ConfigError",
     "ConnectionConfig",
     "CooldownConfig",
     "LockoutConfig",
-    "MappingConfig",
     "ModelConfig",
     "ProviderConfig",
     "ResilienceConfig",
@@ -58,8 +56,6 @@ __all__ = [
     "TimeoutsConfig",
     "config_from_dict",
     "load_config",
-    "normalize_strategy",
-    "thaw",
 ]
 
 # --- environment variables (OPS-2, STORE-2) -------------------------------------------------------
@@ -91,31 +87,6 @@ ACCOUNT_TIER_VALUES = ("ultra", "pro", "standard", "free")
 DEFAULT_ACCOUNT_TIER: Final = "standard"
 DEFAULT_CONNECTION_PRIORITY = 1
 DEFAULT_ALLOWED_MODELS: tuple[str, ...] = ("*",)
-
-# --- combos (COMBO-3) ----------------------------------------------------------------------------------
-ROUTING_STRATEGY_VALUES: tuple[str, ...] = (
-    "priority",
-    "weighted",
-    "round-robin",
-    "context-relay",
-    "fill-first",
-    "p2c",
-    "random",
-    "least-used",
-    "cost-optimized",
-    "reset-aware",
-    "reset-window",
-    "headroom",
-    "strict-random",
-    "auto",
-    "lkgp",
-    "context-optimized",
-    "cache-optimized",
-    "fusion",
-    "pipeline",
-)
-DEFAULT_STRATEGY = "priority"
-DEFAULT_MAPPING_PRIORITY = 0
 
 # --- resilience (RESIL-1, RESIL-2, RESIL-3, RESIL-6) -------------------------------------------------
 DEFAULT_FAILURE_THRESHOLD = 5
@@ -257,60 +228,6 @@ class ConnectionConfig:
 
 
 @dataclass(frozen=True, slots=True)
-class ComboTargetConfig:
-    """One combo step (SPEC §1, COMBO-1): exactly one of ``model`` (``provider/model`` or a bare id) and
-    ``combo_ref`` (another combo's name). ``weight`` is 0–100 (weighted strategy), ``priority`` lower
-    first, ``timeout_s`` the per-target timeout in seconds (``timeout_ms`` in the file is converted),
-    ``tags`` for tag routing (COMBO-4). ``connection_id`` pins a connection (model steps only).
-    ``prompt`` is a pipeline step's prompt (≤ 20,000 characters, COMBO-6).
-    """
-
-    model: str | None = None
-    combo_ref: str | None = None
-    connection_id: str | None = None
-    weight: float | None = None
-    priority: int | None = None
-    timeout_s: float | None = None
-    tags: tuple[str, ...] = ()
-    prompt: str | None = None
-
-    @property
-    def is_ref(self) -> bool:
-        """True for a ``{combo_ref: name}`` step."""
-        return self.combo_ref is not None
-
-
-@dataclass(frozen=True, slots=True)
-class ComboConfig:
-    """A config-declared combo (COMBO-1, COMBO-3, COMBO-4): ``strategy`` is the canonical name from
-    :data:`ROUTING_STRATEGY_VALUES`; ``config`` is the free-form camelCase option map (``maxRetries``,
-    ``stickyRoundRobinLimit``, ``auto.candidatePool`` …), deep-frozen (nested mappings are
-    ``MappingProxyType``, lists are tuples; :func:`thaw` gives plain dicts back). A key absent from
-    ``config`` means "inherit the global setting or default".
-    """
-
-    name: str
-    strategy: str = DEFAULT_STRATEGY
-    targets: tuple[ComboTargetConfig, ...] = ()
-    config: Mapping[str, Any] = field(default_factory=_empty_map)
-    description: str | None = None
-    enabled: bool = True
-
-
-@dataclass(frozen=True, slots=True)
-class MappingConfig:
-    """A model → combo glob mapping (COMBO-2, RES step 3): ``*``/``?`` ``pattern`` (case-insensitive),
-    higher ``priority`` first, disabled mappings skipped.
-    """
-
-    pattern: str
-    combo: str
-    priority: int = DEFAULT_MAPPING_PRIORITY
-    enabled: bool = True
-    description: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
 class ChainEntryConfig:
     """One entry of a declarative fallback chain (RESIL-4): ``priority`` lower first (defaults to the
     entry's index in the file's list); disabled entries are skipped.
@@ -404,10 +321,13 @@ def _empty_chains() -> Mapping[str, tuple[ChainEntryConfig, ...]]:
 class Config:
     """The whole configuration (OPS-2): one object, built once at start and never mutated.
 
-    ``fallback_chains`` maps a model id to its chain entries (RESIL-4). ``combo_defaults`` holds the
-    global level of the combo → global → default cascade (COMBO-3/COMBO-4: e.g.
-    ``stickyRoundRobinLimit``), an addition to the OPS-2 contract. ``source_path`` is the file that
-    was read, or ``None``. Config-declared objects win over stored copies with the same id (OPS-2).
+    ``fallback_chains`` maps a model id to its chain entries (RESIL-4). ``combos`` and
+    ``model_combo_mappings`` use the shared combo schema (:mod:`omniroute.core.combo`, COMBO-1,
+    COMBO-2). ``combo_defaults`` holds the global level of the combo → global → default cascade
+    (COMBO-3/COMBO-4: e.g. ``stickyRoundRobinLimit``; the deep-frozen options map of
+    :class:`~omniroute.core.combo.ComboOptions`), an addition to the OPS-2 contract. ``source_path``
+    is the file that was read, or ``None``. Config-declared objects win over stored copies with the
+    same id (OPS-2).
     """
 
     server: ServerConfig = field(default_factory=ServerConfig)
@@ -416,8 +336,8 @@ class Config:
     api_keys: tuple[ApiKeyConfig, ...] = ()
     providers: tuple[ProviderConfig, ...] = ()
     connections: tuple[ConnectionConfig, ...] = ()
-    combos: tuple[ComboConfig, ...] = ()
-    model_combo_mappings: tuple[MappingConfig, ...] = ()
+    combos: tuple[Combo, ...] = ()
+    model_combo_mappings: tuple[ComboMapping, ...] = ()
     fallback_chains: Mapping[str, tuple[ChainEntryConfig, ...]] = field(default_factory=_empty_chains)
     resilience: ResilienceConfig = field(default_factory=ResilienceConfig)
     auto: AutoConfig = field(default_factory=AutoConfig)
@@ -462,19 +382,24 @@ class Config:
 # =====================================================================================================
 
 
-def load_config(path: str | Path | None, env: Mapping[str, str] | None = None) -> Config:
+def load_config(
+    path: str | Path | None,
+    env: Mapping[str, str] | None = None,
+    strategies: Sequence[str] = ROUTING_STRATEGY_VALUES,
+) -> Config:
     """Read and validate the YAML config at ``path`` (OPS-2).
 
     ``path`` ``None`` → the file named by ``OMNIROUTE_CONFIG`` in ``env``, else built-in defaults (no
     file). ``env`` defaults to ``os.environ``; it feeds ``${ENV}`` references and the STORE-2 URL
-    overrides. An empty file is all defaults. Raises :class:`ConfigError` for a missing or unreadable
-    file, bad YAML, or any invalid key (the message names the key path).
+    overrides. ``strategies``: the strategy names a combo may use (COMBO-3; the built-in 19 unless
+    more are registered). An empty file is all defaults. Raises :class:`ConfigError` for a missing or
+    unreadable file, bad YAML, or any invalid key (the message names the key path).
     """
     environ: Mapping[str, str] = os.environ if env is None else env
     if path is None:
         from_env = environ.get(ENV_CONFIG_PATH)
         if not from_env:
-            return config_from_dict({}, env=environ)
+            return config_from_dict({}, env=environ, strategies=strategies)
         path = from_env
     source = Path(path)
     try:
@@ -492,39 +417,20 @@ def load_config(path: str | Path | None, env: Mapping[str, str] | None = None) -
     try:
         from omniroute.config._load import build
 
-        return build(data, environ, source)
+        return build(data, environ, source, strategies)
     except ConfigError as exc:
         raise ConfigError(exc.errors, source=source) from None
 
 
-def config_from_dict(data: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Config:
+def config_from_dict(
+    data: Mapping[str, Any],
+    env: Mapping[str, str] | None = None,
+    strategies: Sequence[str] = ROUTING_STRATEGY_VALUES,
+) -> Config:
     """Validate an already-parsed config mapping (same contract and errors as :func:`load_config`,
-    OPS-2); ``env`` (default ``os.environ``) resolves ``${ENV}`` and the STORE-2 URL overrides.
+    OPS-2); ``env`` (default ``os.environ``) resolves ``${ENV}`` and the STORE-2 URL overrides;
+    ``strategies`` as for :func:`load_config`.
     """
     from omniroute.config._load import build
 
-    return build(data, os.environ if env is None else env, None)
-
-
-def normalize_strategy(name: str) -> str:
-    """The canonical COMBO-3 strategy name for ``name``, accepting any case and ``_``/space/no separator
-    for ``-`` (``"Round_Robin"`` → ``"round-robin"``). Raises ``ValueError`` listing the valid names.
-    """
-    canonical = _STRATEGY_BY_COMPACT.get(re.sub(r"[-_\s]", "", name.strip().lower()))
-    if canonical is None:
-        raise ValueError(f"unknown strategy {name!r}; valid: {', '.join(ROUTING_STRATEGY_VALUES)}")
-    return canonical
-
-
-def thaw(value: Any) -> Any:
-    """A deep, mutable copy of a frozen config value (mappings → dict, tuples → list), e.g. to
-    serialise :attr:`ComboConfig.config` as JSON.
-    """
-    if isinstance(value, Mapping):
-        return {k: thaw(v) for k, v in value.items()}
-    if isinstance(value, tuple):
-        return [thaw(v) for v in value]
-    return value
-
-
-_STRATEGY_BY_COMPACT = {s.replace("-", ""): s for s in ROUTING_STRATEGY_VALUES}
+    return build(data, os.environ if env is None else env, None, strategies)

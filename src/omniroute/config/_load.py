@@ -1,5 +1,7 @@
 """Loading the OPS-2 config: ``${ENV}`` resolution, the private pydantic edge schema and the conversion
-into the public frozen dataclasses of :mod:`omniroute.config` (errors name the key path)."""
+into the public frozen dataclasses of :mod:`omniroute.config` (errors name the key path). Combos,
+model→combo mappings and ``combo_defaults`` are validated by the shared combo schema
+(:mod:`omniroute.core.combo`) with the same strategy names as the management API."""
 
 from __future__ import annotations
 
@@ -31,14 +33,12 @@ from omniroute.config import (
     DEFAULT_LKGP_SCOPE,
     DEFAULT_LOCKOUT_BASE_S,
     DEFAULT_LOCKOUT_MAX_S,
-    DEFAULT_MAPPING_PRIORITY,
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_MAX_BODY_MB,
     DEFAULT_PORT,
     DEFAULT_REQUIRE_API_KEY,
     DEFAULT_RESET_TIMEOUT_S,
     DEFAULT_RETRIES_PER_TARGET,
-    DEFAULT_STRATEGY,
     DEFAULT_STREAM_KEEPALIVE_S,
     DEFAULT_TOTAL_TIMEOUT_S,
     DEFAULT_TTFT_TIMEOUT_S,
@@ -50,22 +50,20 @@ from omniroute.config import (
     AutoConfig,
     ChainEntryConfig,
     CircuitBreakerConfig,
-    ComboConfig,
-    ComboTargetConfig,
     Config,
     ConfigError,
     ConnectionConfig,
     CooldownConfig,
     LockoutConfig,
-    MappingConfig,
     ModelConfig,
     ProviderConfig,
     ResilienceConfig,
     RetriesConfig,
     ServerConfig,
     TimeoutsConfig,
-    normalize_strategy,
 )
+from omniroute.core.combo import Combo, ComboMapping, OptionsMap, strategy_context
+from omniroute.core.fields import Int, Number, field_message, key_path
 
 # --- ${ENV} resolution -------------------------------------------------------------------------------
 
@@ -92,7 +90,7 @@ def _interpolate(
             if default is not None and not found:
                 return default
             if found is None:
-                errors.append((_fmt_loc(loc), f"environment variable {name} is not set"))
+                errors.append((key_path(loc), f"environment variable {name} is not set"))
                 return ""
             return found
 
@@ -104,26 +102,7 @@ def _interpolate(
     return value
 
 
-def _fmt_loc(loc: Sequence[str | int]) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif not re.fullmatch(r"[A-Za-z0-9_\-]+", part):
-            out += f"[{part!r}]"
-        else:
-            out += f".{part}" if out else part
-    return out
-
-
 # --- edge schema (pydantic, private) ----------------------------------------------------------------
-
-
-def _no_bool(value: Any) -> Any:
-    # pydantic's lax mode reads true/false as 1/0; a boolean where a number belongs is a mistake
-    if isinstance(value, bool):
-        raise ValueError("must be a number, not a boolean")
-    return value
 
 
 def _epoch_seconds(value: Any) -> Any:
@@ -147,8 +126,6 @@ def _epoch_seconds(value: Any) -> Any:
     return value
 
 
-_Int = Annotated[int, BeforeValidator(_no_bool)]
-_Float = Annotated[float, BeforeValidator(_no_bool), Field(allow_inf_nan=False)]
 _Str = Annotated[str, Field(min_length=1)]
 
 
@@ -158,28 +135,28 @@ class _Edge(BaseModel):
 
 class _Server(_Edge):
     host: _Str = DEFAULT_HOST
-    port: _Int = Field(DEFAULT_PORT, ge=1, le=65535)
+    port: Int = Field(DEFAULT_PORT, ge=1, le=65535)
     require_api_key: bool = DEFAULT_REQUIRE_API_KEY
     admin_key: str | None = None
-    max_body_mb: _Float = Field(DEFAULT_MAX_BODY_MB, gt=0)
-    workers: _Int = Field(DEFAULT_WORKERS, ge=1)
-    stream_keepalive_s: _Float = Field(DEFAULT_STREAM_KEEPALIVE_S, ge=0)
+    max_body_mb: Number = Field(DEFAULT_MAX_BODY_MB, gt=0)
+    workers: Int = Field(DEFAULT_WORKERS, ge=1)
+    stream_keepalive_s: Number = Field(DEFAULT_STREAM_KEEPALIVE_S, ge=0)
 
 
 class _ApiKey(_Edge):
     name: _Str
     key: str | None
     allowed_models: list[str] | None = None
-    budget_usd: _Float | None = Field(None, ge=0)
+    budget_usd: Number | None = Field(None, ge=0)
 
 
 class _Model(_Edge):
     id: _Str
     name: str | None = None
-    input_price: _Float | None = Field(None, ge=0)
-    output_price: _Float | None = Field(None, ge=0)
-    context_window: _Int | None = Field(None, ge=1)
-    max_output_tokens: _Int | None = Field(None, ge=1)
+    input_price: Number | None = Field(None, ge=0)
+    output_price: Number | None = Field(None, ge=0)
+    context_window: Int | None = Field(None, ge=1)
+    max_output_tokens: Int | None = Field(None, ge=1)
     capabilities: (
         list[Literal["tools", "vision", "reasoning", "structured_output", "embeddings", "audio"]] | None
     ) = None
@@ -202,87 +179,49 @@ class _Connection(_Edge):
     auth_type: Literal["api_key", "oauth"] = "api_key"
     api_key: str | None = None
     access_token: str | None = None
-    expires_at: Annotated[_Float | None, BeforeValidator(_epoch_seconds)] = None
+    expires_at: Annotated[Number | None, BeforeValidator(_epoch_seconds)] = None
     base_url: _Str | None = None
     default_model: _Str | None = None
-    priority: _Int = DEFAULT_CONNECTION_PRIORITY
+    priority: Int = DEFAULT_CONNECTION_PRIORITY
     is_active: bool = True
     account_tier: Literal["ultra", "pro", "standard", "free"] = DEFAULT_ACCOUNT_TIER
     tags: list[str] | None = None
-    max_concurrent: _Int | None = Field(None, ge=1)
-
-
-class _Target(_Edge):
-    model: _Str | None = None
-    combo_ref: _Str | None = None
-    connection_id: _Str | None = None
-    weight: _Float | None = Field(None, ge=0, le=100)
-    priority: _Int | None = None
-    timeout_s: _Float | None = Field(None, gt=0)
-    timeout_ms: _Float | None = Field(None, gt=0)
-    tags: list[str] | None = None
-    prompt: str | None = Field(None, max_length=20_000)  # pipeline step prompt (COMBO-6)
-
-
-class _ComboOptions(BaseModel):
-    # free-form camelCase options; only the types of the keys the config layer knows are checked here,
-    # the combos module owns the rest (COMBO-4)
-    model_config = ConfigDict(extra="allow")
-    maxRetries: _Int | None = Field(None, ge=0)
-    stickyRoundRobinLimit: _Int | None = Field(None, ge=1)
-    stickyWeightedLimit: _Int | None = Field(None, ge=1)
-
-
-class _Combo(_Edge):
-    name: _Str
-    strategy: _Str = DEFAULT_STRATEGY
-    targets: list[_Target] | None = None
-    config: _ComboOptions | None = None
-    description: str | None = None
-    enabled: bool = True
-
-
-class _Mapping(_Edge):
-    pattern: _Str
-    combo: _Str
-    priority: _Int = DEFAULT_MAPPING_PRIORITY
-    enabled: bool = True
-    description: str | None = None
+    max_concurrent: Int | None = Field(None, ge=1)
 
 
 class _ChainEntry(_Edge):
     provider: _Str
-    priority: _Int | None = None
+    priority: Int | None = None
     enabled: bool = True
 
 
 class _CircuitBreaker(_Edge):
-    failure_threshold: _Int = Field(DEFAULT_FAILURE_THRESHOLD, ge=1)
-    reset_timeout_s: _Float = Field(DEFAULT_RESET_TIMEOUT_S, gt=0)
-    half_open_probes: _Int = Field(DEFAULT_HALF_OPEN_PROBES, ge=1)
+    failure_threshold: Int = Field(DEFAULT_FAILURE_THRESHOLD, ge=1)
+    reset_timeout_s: Number = Field(DEFAULT_RESET_TIMEOUT_S, gt=0)
+    half_open_probes: Int = Field(DEFAULT_HALF_OPEN_PROBES, ge=1)
 
 
 class _Cooldown(_Edge):
-    base_s: _Float = Field(DEFAULT_COOLDOWN_BASE_S, gt=0)
-    max_s: _Float = Field(DEFAULT_COOLDOWN_MAX_S, gt=0)
-    max_hint_s: _Float = Field(DEFAULT_COOLDOWN_MAX_HINT_S, gt=0)
+    base_s: Number = Field(DEFAULT_COOLDOWN_BASE_S, gt=0)
+    max_s: Number = Field(DEFAULT_COOLDOWN_MAX_S, gt=0)
+    max_hint_s: Number = Field(DEFAULT_COOLDOWN_MAX_HINT_S, gt=0)
 
 
 class _Lockout(_Edge):
-    base_s: _Float = Field(DEFAULT_LOCKOUT_BASE_S, gt=0)
-    max_s: _Float = Field(DEFAULT_LOCKOUT_MAX_S, gt=0)
+    base_s: Number = Field(DEFAULT_LOCKOUT_BASE_S, gt=0)
+    max_s: Number = Field(DEFAULT_LOCKOUT_MAX_S, gt=0)
 
 
 class _Retries(_Edge):
-    per_target: _Int = Field(DEFAULT_RETRIES_PER_TARGET, ge=0)
-    max_attempts: _Int = Field(DEFAULT_MAX_ATTEMPTS, ge=1)
+    per_target: Int = Field(DEFAULT_RETRIES_PER_TARGET, ge=0)
+    max_attempts: Int = Field(DEFAULT_MAX_ATTEMPTS, ge=1)
 
 
 class _Timeouts(_Edge):
-    connect_s: _Float = Field(DEFAULT_CONNECT_TIMEOUT_S, gt=0)
-    ttft_s: _Float = Field(DEFAULT_TTFT_TIMEOUT_S, gt=0)
-    idle_s: _Float = Field(DEFAULT_IDLE_TIMEOUT_S, gt=0)
-    total_s: _Float = Field(DEFAULT_TOTAL_TIMEOUT_S, gt=0)
+    connect_s: Number = Field(DEFAULT_CONNECT_TIMEOUT_S, gt=0)
+    ttft_s: Number = Field(DEFAULT_TTFT_TIMEOUT_S, gt=0)
+    idle_s: Number = Field(DEFAULT_IDLE_TIMEOUT_S, gt=0)
+    total_s: Number = Field(DEFAULT_TOTAL_TIMEOUT_S, gt=0)
 
 
 class _Resilience(_Edge):
@@ -294,7 +233,7 @@ class _Resilience(_Edge):
 
 
 class _Auto(_Edge):
-    exploration_rate: _Float = Field(DEFAULT_EXPLORATION_RATE, ge=0, le=1)
+    exploration_rate: Number = Field(DEFAULT_EXPLORATION_RATE, ge=0, le=1)
     default_variant: _Str | None = None
     lkgp_scope: Literal["session", "combo", "global"] = DEFAULT_LKGP_SCOPE
 
@@ -306,18 +245,20 @@ class _Root(_Edge):
     api_keys: list[_ApiKey] | None = None
     providers: list[_Provider] | None = None
     connections: list[_Connection] | None = None
-    combos: list[_Combo] | None = None
-    model_combo_mappings: list[_Mapping] | None = None
+    combos: list[Combo] | None = None
+    model_combo_mappings: list[ComboMapping] | None = None
     fallback_chains: dict[str, list[_ChainEntry] | None] | None = None
     resilience: _Resilience | None = None
     auto: _Auto | None = None
-    combo_defaults: _ComboOptions | None = None
+    combo_defaults: OptionsMap | None = None
 
 
 # --- build -----------------------------------------------------------------------------------------
 
 
-def build(data: Mapping[str, Any], env: Mapping[str, str], source: Path | None) -> Config:
+def build(
+    data: Mapping[str, Any], env: Mapping[str, str], source: Path | None, strategies: Sequence[str]
+) -> Config:
     if not isinstance(data, Mapping):
         raise ConfigError([("", f"the top level must be a mapping, got {type(data).__name__}")])
     errors: list[tuple[str, str]] = []
@@ -326,7 +267,7 @@ def build(data: Mapping[str, Any], env: Mapping[str, str], source: Path | None) 
     if errors:
         raise ConfigError(errors)
     try:
-        root = _Root.model_validate(resolved)
+        root = _Root.model_validate(resolved, context=strategy_context(strategies))
     except ValidationError as exc:
         raise ConfigError(_pydantic_errors(exc, unset)) from None
     config = _convert(root, errors)
@@ -340,18 +281,11 @@ def _pydantic_errors(exc: ValidationError, unset: Mapping[Loc, str]) -> list[tup
     out: list[tuple[str, str]] = []
     for err in exc.errors(include_url=False, include_input=False):
         loc: Loc = tuple(err["loc"])
-        kind = err["type"]
-        if kind == "extra_forbidden":
-            msg = "unknown key"
-        elif loc in unset:
+        if loc in unset and err["type"] != "extra_forbidden":
             msg = f"environment variable {unset[loc]} is not set"
-        elif kind == "missing":
-            msg = "required key is missing"
-        elif kind == "model_type":  # pydantic would name our private schema class
-            msg = "must be a mapping"
         else:
-            msg = str(err["msg"]).removeprefix("Value error, ")
-        out.append((_fmt_loc(loc), msg))
+            msg = field_message(err)
+        out.append((key_path(loc), msg))
     return out
 
 
@@ -362,14 +296,6 @@ def _check_unique(values: Iterable[str], section: str, key: str, errors: list[tu
             errors.append((f"{section}[{i}].{key}", f"duplicate {key} {v!r} (also {section}[{seen[v]}])"))
         else:
             seen[v] = i
-
-
-def _freeze(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return MappingProxyType({k: _freeze(v) for k, v in value.items()})
-    if isinstance(value, list | tuple):
-        return tuple(_freeze(v) for v in value)
-    return value
 
 
 def _convert(root: _Root, errors: list[tuple[str, str]]) -> Config:
@@ -400,10 +326,8 @@ def _convert(root: _Root, errors: list[tuple[str, str]]) -> Config:
     )
     _check_unique((c.id for c in connections), "connections", "id", errors)
 
-    combos = tuple(_convert_combo(i, c, errors) for i, c in enumerate(root.combos or ()))
+    combos = tuple(root.combos or ())
     _check_unique((c.name for c in combos), "combos", "name", errors)
-
-    mappings = tuple(MappingConfig(**m.model_dump()) for m in root.model_combo_mappings or ())
 
     chains: dict[str, tuple[ChainEntryConfig, ...]] = {}
     for model_id, entries in (root.fallback_chains or {}).items():
@@ -414,7 +338,7 @@ def _convert(root: _Root, errors: list[tuple[str, str]]) -> Config:
             for i, e in enumerate(entries or ())
         )
         _check_unique(
-            (e.provider for e in chain), _fmt_loc(("fallback_chains", model_id)), "provider", errors
+            (e.provider for e in chain), key_path(("fallback_chains", model_id)), "provider", errors
         )
         chains[model_id] = chain
 
@@ -445,13 +369,11 @@ def _convert(root: _Root, errors: list[tuple[str, str]]) -> Config:
         providers=providers,
         connections=connections,
         combos=combos,
-        model_combo_mappings=mappings,
+        model_combo_mappings=tuple(root.model_combo_mappings or ()),
         fallback_chains=MappingProxyType(chains),
         resilience=resilience,
         auto=auto,
-        combo_defaults=_freeze(root.combo_defaults.model_dump(exclude_unset=True))
-        if root.combo_defaults
-        else MappingProxyType({}),
+        combo_defaults=MappingProxyType({}) if root.combo_defaults is None else root.combo_defaults,
     )
 
 
@@ -479,46 +401,6 @@ def _convert_provider(i: int, p: _Provider, errors: list[tuple[str, str]]) -> Pr
         name=p.name,
         aliases=tuple(p.aliases or ()),
         models=models,
-    )
-
-
-def _convert_combo(i: int, c: _Combo, errors: list[tuple[str, str]]) -> ComboConfig:
-    where = f"combos[{i}]"
-    try:
-        strategy = normalize_strategy(c.strategy)
-    except ValueError as exc:
-        errors.append((f"{where}.strategy", str(exc)))
-        strategy = c.strategy
-    targets: list[ComboTargetConfig] = []
-    for j, t in enumerate(c.targets or ()):
-        at = f"{where}.targets[{j}]"
-        if (t.model is None) == (t.combo_ref is None):
-            errors.append((at, "a target must have exactly one of 'model' or 'combo_ref'"))
-        if t.combo_ref is not None and t.connection_id is not None:
-            errors.append((f"{at}.connection_id", "not allowed on a combo_ref target"))
-        if t.timeout_s is not None and t.timeout_ms is not None:
-            errors.append((f"{at}.timeout_ms", "give timeout_s or timeout_ms, not both"))
-        timeout_s = t.timeout_s if t.timeout_ms is None else t.timeout_ms / 1000.0
-        targets.append(
-            ComboTargetConfig(
-                model=t.model,
-                combo_ref=t.combo_ref,
-                connection_id=t.connection_id,
-                weight=t.weight,
-                priority=t.priority,
-                timeout_s=timeout_s,
-                tags=tuple(t.tags or ()),
-                prompt=t.prompt,
-            )
-        )
-    options = c.config.model_dump(exclude_unset=True) if c.config else {}
-    return ComboConfig(
-        name=c.name,
-        strategy=strategy,
-        targets=tuple(targets),
-        config=_freeze(options),
-        description=c.description,
-        enabled=c.enabled,
     )
 
 

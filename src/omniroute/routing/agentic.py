@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from omniroute.core.combo import Combo
 from omniroute.errors import GatewayError
 from omniroute.routing.engine import Outcome, StreamOutcome
 from omniroute.routing.multicall import (
@@ -67,17 +69,17 @@ class AgenticSettings:
     max_tool_rounds: int = DEFAULT_MAX_TOOL_ROUNDS
 
 
-def agentic_settings(combo: dict[str, Any]) -> AgenticSettings | None:
+def agentic_settings(combo: Combo) -> AgenticSettings | None:
     """The settings when agentic orchestration applies, else ``None`` (plain pipeline). Enabled on a
     pipeline without exactly two steps logs a warning and runs the plain pipeline."""
-    raw = (combo.get("config") or {}).get("agenticOrchestration")
-    if not isinstance(raw, dict) or not raw.get("enabled"):
+    raw = combo.config.get("agenticOrchestration")
+    if not isinstance(raw, Mapping) or not raw.get("enabled"):
         return None
-    if len(combo.get("targets") or []) != 2:
+    if len(combo.targets) != 2:
         log.warning(
             "combo %r: agenticOrchestration needs exactly two steps (planner, executor); "
             "running it as a plain pipeline",
-            combo.get("name"),
+            combo.name,
         )
         return None
     return AgenticSettings(max_tool_rounds=clamp_rounds(raw.get("maxToolRounds")))

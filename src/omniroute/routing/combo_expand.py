@@ -1,4 +1,5 @@
-"""Combo target expansion (COMBO-1, COMBO-4): a combo definition → :class:`ComboTarget` list.
+"""Combo target expansion (COMBO-1, COMBO-4): a :class:`~omniroute.core.combo.Combo` → the
+:class:`ComboTarget` list strategies order.
 
 * ``combo_ref`` steps expand inline (depth ≤ :data:`MAX_COMBO_DEPTH`, cycles and unknown refs
   skipped with an exclusion); a nested combo's targets inherit the top-level step index and weight;
@@ -14,9 +15,10 @@ The expansion of a registered combo depends only on the registry snapshot, so it
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from omniroute.core.combo import MAX_COMBO_DEPTH, Combo
 from omniroute.errors import ExclusionRecord
 from omniroute.routing.decision import Decision
 from omniroute.routing.registry import Registry
@@ -27,22 +29,12 @@ from omniroute.values import ProviderInfo
 if TYPE_CHECKING:
     from omniroute.gateway import Gateway
 
-__all__ = ["MAX_COMBO_DEPTH", "apply_tags", "combo_targets", "expand_targets", "per_connection"]
-
-MAX_COMBO_DEPTH = 3  # COMBO-1
-
-
-def _timeout(t: Mapping[str, Any], default_s: float | None) -> float | None:
-    if t.get("timeout_s") is not None:
-        return float(t["timeout_s"])
-    if t.get("timeout_ms") is not None:
-        return float(t["timeout_ms"]) / 1000.0
-    return default_s
+__all__ = ["apply_tags", "combo_targets", "expand_targets", "per_connection"]
 
 
 def combo_targets(
     gw: Gateway,
-    combo: Mapping[str, Any],
+    combo: Combo,
     decision: Decision,
     *,
     depth: int = 0,
@@ -60,12 +52,10 @@ def combo_targets(
     return out
 
 
-def _expansion(
-    reg: Registry, combo: Mapping[str, Any]
-) -> tuple[tuple[ComboTarget, ...], tuple[ExclusionRecord, ...]]:
+def _expansion(reg: Registry, combo: Combo) -> tuple[tuple[ComboTarget, ...], tuple[ExclusionRecord, ...]]:
     """The expansion of a registered combo, memoised on the registry snapshot (it depends on nothing
-    else, and a management edit builds a new snapshot). Unregistered combo dicts are not memoised."""
-    name = str(combo.get("name", ""))
+    else, and a management edit builds a new snapshot). Unregistered combos are not memoised."""
+    name = combo.name
     memo: dict[str, Any] = reg.memo.setdefault("combo-targets", {})
     hit = memo.get(name)
     if hit is not None and hit[0] is combo:
@@ -81,7 +71,7 @@ def _expansion(
 
 def _expand(
     reg: Registry,
-    combo: Mapping[str, Any],
+    combo: Combo,
     decision: Decision,
     out: list[ComboTarget],
     depth: int,
@@ -90,30 +80,26 @@ def _expand(
     weight: float | None,
 ) -> None:
     # ``step``/``weight``: the top-level step index and weight a nested combo's targets inherit
-    seen = seen | {str(combo.get("name", ""))}
-    cfg = combo.get("config") or {}
-    default_ms = cfg.get("targetTimeoutMs") if isinstance(cfg, Mapping) else None
+    seen = seen | {combo.name}
+    default_ms = combo.config.get("targetTimeoutMs")
     default_s = float(default_ms) / 1000.0 if isinstance(default_ms, int | float) and default_ms > 0 else None
-    for i, raw in enumerate(combo.get("targets") or ()):
-        t: Mapping[str, Any] = {"model": raw} if isinstance(raw, str) else raw
-        if not isinstance(t, Mapping):
-            continue
+    for i, t in enumerate(combo.targets):
         top = i if step is None else step
-        w = float(t.get("weight") or 0) if weight is None else weight
-        ref = t.get("combo_ref")
+        w = float(t.weight or 0) if weight is None else weight
+        ref = t.combo_ref
         if ref:
-            sub = reg.combos.get(str(ref))
+            sub = reg.combos.get(ref)
             if sub is None or ref in seen or depth + 1 > MAX_COMBO_DEPTH:
                 why = (
                     "unknown combo"
                     if sub is None
                     else ("cycle" if ref in seen else f"depth > {MAX_COMBO_DEPTH}")
                 )
-                decision.exclusions.append(ExclusionRecord("combo", str(ref), f"combo_ref skipped: {why}"))
+                decision.exclusions.append(ExclusionRecord("combo", ref, f"combo_ref skipped: {why}"))
                 continue
             _expand(reg, sub, decision, out, depth + 1, seen, top, w)
             continue
-        model = str(t.get("model") or "")
+        model = t.model or ""
         providers: list[ProviderInfo] = []
         model_id = model
         if "/" in model:
@@ -127,10 +113,9 @@ def _expand(
                 what = "unknown provider" if "/" in model else "no connected provider serves this model"
                 decision.exclusions.append(ExclusionRecord(model.split("/", 1)[0] or "?", model, what))
                 continue
-        pin = t.get("connection_id")
-        tags = tuple(str(x) for x in t.get("tags") or ())
-        prio = t.get("priority")
-        timeout_s = _timeout(t, default_s)
+        pin = t.connection_id
+        timeout = t.timeout
+        timeout_s = default_s if timeout is None else timeout
         for p in providers:
             conns = reg.connections.get(p.id, ())
             if pin:
@@ -156,17 +141,17 @@ def _expand(
                     len(out),
                     top,
                     w,
-                    int(prio) if isinstance(prio, int | float) else None,
+                    t.priority,
                     timeout_s,
                     bool(pin),
-                    tags,
+                    t.tags,
                 )
             )
 
 
 def expand_targets(
     gw: Gateway,
-    combo: dict[str, Any],
+    combo: Combo,
     decision: Decision,
     *,
     depth: int = 0,

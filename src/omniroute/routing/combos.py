@@ -15,6 +15,10 @@ Steps, in order, for one request:
 
 ``maxRetries`` becomes the per-target transient retry budget (RESIL-6), ``maxAttempts`` the attempt
 cap; per-target ``timeout_s``/``timeout_ms`` (default ``targetTimeoutMs``) bound each attempt.
+
+The combo is the typed :class:`~omniroute.core.combo.Combo` of the registry snapshot; its strategy name
+was checked against the strategy registry when it was written. A stored combo whose strategy is no
+longer registered (its plugin is gone) is served by ``priority``, with a logged warning.
 """
 
 from __future__ import annotations
@@ -23,10 +27,9 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from omniroute.config import ROUTING_STRATEGY_VALUES, normalize_strategy
+from omniroute.core.combo import Combo, ComboSettings
 from omniroute.resilience.filters import BreakerFilter, CooldownFilter, LadderContext, LockoutFilter
 from omniroute.routing.combo_expand import (
-    MAX_COMBO_DEPTH,
     apply_tags,
     combo_targets,
     expand_targets,
@@ -38,7 +41,6 @@ from omniroute.routing.registry import Registry
 from omniroute.routing.resolve import MEMO_MAX_MODELS, Plan
 from omniroute.routing.strategies import (
     Availability,
-    ComboSettings,
     ComboTarget,
     StrategyContext,
     StrategyState,
@@ -52,9 +54,6 @@ if TYPE_CHECKING:
     from omniroute.routing.plan import RunOptions
 
 __all__ = [
-    "MAX_COMBO_DEPTH",
-    "STRATEGY_ALIASES",
-    "canonical_strategy",
     "combo_limits",
     "combo_targets",
     "expand_targets",
@@ -66,35 +65,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("omniroute")
-
-STRATEGY_ALIASES: Mapping[str, str] = {
-    "usage": "least-used",
-    "context": "context-optimized",
-    "weekly-reset": "reset-window",
-    "reset-window-order": "reset-window",
-}
-"""Legacy strategy names accepted on input (reference §2.1 ``normalizeRoutingStrategy``)."""
-_CANONICAL = frozenset(ROUTING_STRATEGY_VALUES)
-
-
-def canonical_strategy(name: Any, *, strict: bool = False) -> str:
-    """The COMBO-3 name for ``name`` (any case, ``_``/space for ``-``, legacy aliases). Unknown names
-    raise ``ValueError`` listing the valid ones when ``strict``, else fall back to ``priority``."""
-    if name in _CANONICAL:
-        return str(name)
-    if isinstance(name, str) and name.strip():
-        raw = name.strip().lower()
-        raw = STRATEGY_ALIASES.get(raw, raw)
-        try:
-            return normalize_strategy(raw)
-        except ValueError:
-            if strict:
-                raise ValueError(
-                    f"unknown strategy {name!r}; valid: {', '.join(ROUTING_STRATEGY_VALUES)}"
-                ) from None
-    elif strict:
-        raise ValueError(f"strategy must be one of: {', '.join(ROUTING_STRATEGY_VALUES)}")
-    return "priority"
 
 
 def global_combo_defaults(gw: Gateway) -> Mapping[str, Any]:
@@ -170,19 +140,18 @@ class _ComboStatic:
         "tag_mode",
     )
 
-    def __init__(
-        self, gw: Gateway, plan: Plan, combo: Mapping[str, Any], defaults: Mapping[str, Any]
-    ) -> None:
+    def __init__(self, gw: Gateway, combo: Combo, defaults: Mapping[str, Any]) -> None:
         self.combo, self.defaults = combo, defaults
-        self.name = name = str(combo.get("name") or plan.requested)
-        self.strategy_name = strategy_name = canonical_strategy(combo.get("strategy"))
-        self.settings = settings = ComboSettings(combo.get("config") or {}, defaults)
+        self.name = name = combo.name
+        self.settings = settings = ComboSettings(combo.config, defaults)
         self.tag_mode = str(settings.get("tagMatchMode", "any"))
+        strategy_name = combo.strategy
         try:
             strategy = get_strategy(strategy_name)
         except KeyError:
-            strategy = get_strategy("priority")
-        self.strategy = strategy
+            log.warning("combo %r: strategy %r is not registered; using priority", name, strategy_name)
+            strategy_name, strategy = "priority", get_strategy("priority")
+        self.strategy, self.strategy_name = strategy, strategy_name
         self.expand = strategy.expands_connections or settings.bool_("connectionAwareExpansion")
         self.affinity = strategy_name != "cache-optimized" and settings.bool_(
             "promptCacheAffinityEnabled", True
@@ -201,7 +170,7 @@ class _ComboStatic:
         )
 
 
-def _static(gw: Gateway, plan: Plan, combo: Mapping[str, Any]) -> _ComboStatic:
+def _static(gw: Gateway, plan: Plan, combo: Combo) -> _ComboStatic:
     defaults = global_combo_defaults(gw)
     memo: dict[str, _ComboStatic] = gw.registry.memo.setdefault("combo-static", {})
     key = plan.requested
@@ -213,7 +182,7 @@ def _static(gw: Gateway, plan: Plan, combo: Mapping[str, Any]) -> _ComboStatic:
         or hit.resilience is not gw.resilience
         or hit.gw_state is not gw.state
     ):
-        hit = _ComboStatic(gw, plan, combo, defaults)
+        hit = _ComboStatic(gw, combo, defaults)
         if gw.registry.combos.get(hit.name) is combo and len(memo) < MEMO_MAX_MODELS:
             memo[key] = hit
     return hit
@@ -226,7 +195,8 @@ async def plan_combo(
     COMBO-4; see the module docstring). A context-relay handoff rewrites ``req.body`` in place."""
     from omniroute.routing.plan import RunOptions
 
-    st = _static(gw, plan, plan.combo or {})
+    assert plan.combo is not None, "a combo plan carries its combo"
+    st = _static(gw, plan, plan.combo)
     name, strategy_name, settings, strategy = st.name, st.strategy_name, st.settings, st.strategy
     decision.combo = name
     decision.strategy = strategy_name
@@ -278,10 +248,10 @@ async def plan_combo(
     )
 
 
-def combo_limits(gw: Gateway, combo: dict[str, Any]) -> tuple[int, int]:
+def combo_limits(gw: Gateway, combo: Combo) -> tuple[int, int]:
     """``(context_length, max_output_tokens)`` = MAX over the combo's expanded targets (API-2); a combo
     whose targets have no catalog data reports the largest window among connected models, never 0."""
-    targets = combo_targets(gw, combo, Decision(request_id="", requested_model=str(combo.get("name", ""))))
+    targets = combo_targets(gw, combo, Decision(request_id="", requested_model=combo.name))
     ctx = max((t.model.context_window for t in targets), default=0)
     mo = max((t.model.max_output_tokens for t in targets), default=0)
     if not ctx or not mo:

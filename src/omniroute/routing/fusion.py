@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -58,7 +58,7 @@ class FusionTuning:
     max_panel: int
 
     @staticmethod
-    def from_config(cfg: dict[str, Any], panel_size: int) -> FusionTuning:
+    def from_config(cfg: Mapping[str, Any], panel_size: int) -> FusionTuning:
         raw = dict(cfg.get("fusionTuning") or {})
 
         def num(key: str) -> float:

@@ -19,11 +19,13 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from omniroute.core.combo import MAX_COMBO_DEPTH, Combo, ComboTarget
 from omniroute.errors import ExhaustedError, GatewayError, InvalidRequest
-from omniroute.routing.combos import MAX_COMBO_DEPTH, expand_targets
+from omniroute.routing.combos import expand_targets
 from omniroute.routing.decision import Decision
 from omniroute.routing.engine import Outcome, StreamOutcome
 from omniroute.routing.multicall_parts import (
@@ -43,28 +45,29 @@ log = logging.getLogger("omniroute.routing")
 
 MULTI_CALL_STRATEGIES = frozenset({"fusion", "pipeline"})
 
-Target = dict[str, Any]
+Target = ComboTarget
 
 
-def is_multi_call(combo: dict[str, Any] | None) -> bool:
+def is_multi_call(combo: Combo | None) -> bool:
     """True for a combo served by :func:`execute_multi_call` (fusion, pipeline)."""
-    return combo is not None and combo.get("strategy") in MULTI_CALL_STRATEGIES
+    return combo is not None and combo.strategy in MULTI_CALL_STRATEGIES
 
 
 async def execute_multi_call(
     gw: Gateway, req: ChatRequest, plan: Plan, decision: Decision
 ) -> Outcome | StreamOutcome:
     """Serve a fusion or pipeline combo plan; raises a :class:`GatewayError` like ``Engine.run``."""
-    combo = plan.combo or {}
-    decision.combo = combo.get("name")
-    decision.strategy = str(combo.get("strategy"))
+    combo = plan.combo
+    assert combo is not None, "a multi-call plan carries its combo"
+    decision.combo = combo.name
+    decision.strategy = combo.strategy
     return await run_combo(gw, req, combo, decision, depth=0, seen=frozenset())
 
 
 async def run_combo(
     gw: Gateway,
     req: ChatRequest,
-    combo: dict[str, Any],
+    combo: Combo,
     decision: Decision,
     *,
     depth: int,
@@ -75,9 +78,9 @@ async def run_combo(
     from omniroute.routing.fusion import run_fusion
     from omniroute.routing.pipeline import run_pipeline
 
-    mc = MultiCall(gw, req, combo, decision, depth=depth, seen=seen | {str(combo.get("name"))})
+    mc = MultiCall(gw, req, combo, decision, depth=depth, seen=seen | {combo.name})
     try:
-        if combo.get("strategy") == "fusion":
+        if combo.strategy == "fusion":
             out = await run_fusion(mc)
         else:
             out = await run_pipeline(mc)
@@ -90,16 +93,16 @@ async def run_combo(
 
 def target_name(t: Target) -> str:
     """What a target routes to: its model string or combo-ref name."""
-    return str(t.get("combo_ref") or t.get("model") or "")
+    return t.combo_ref or t.model or ""
 
 
 def model_target(model: str, gw: Gateway) -> Target:
     """A target for a configured model string (e.g. ``judgeModel``): a combo name becomes a combo ref."""
-    return {"combo_ref": model} if model in gw.registry.combos else {"model": model}
+    return ComboTarget(combo_ref=model) if model in gw.registry.combos else ComboTarget(model=model)
 
 
-def bad_config(combo: dict[str, Any], param: str, message: str) -> InvalidRequest:
-    return InvalidRequest(f"combo '{combo.get('name')}': {param}: {message}", param=param)
+def bad_config(combo: Combo, param: str, message: str) -> InvalidRequest:
+    return InvalidRequest(f"combo '{combo.name}': {param}: {message}", param=param)
 
 
 # -- member calls ----------------------------------------------------------------------------------
@@ -147,7 +150,7 @@ class MultiCall:
         self,
         gw: Gateway,
         req: ChatRequest,
-        combo: dict[str, Any],
+        combo: Combo,
         decision: Decision,
         *,
         depth: int = 0,
@@ -166,12 +169,13 @@ class MultiCall:
         self.per_target = int(max_retries) if max_retries is not None else None
 
     @property
-    def config(self) -> dict[str, Any]:
-        return dict(self.combo.get("config") or {})
+    def config(self) -> Mapping[str, Any]:
+        """The combo's options (deep-frozen)."""
+        return self.combo.config
 
     @property
     def targets(self) -> list[Target]:
-        return [dict(t) for t in self.combo.get("targets") or []]
+        return list(self.combo.targets)
 
     def sub_request(self, body: dict[str, Any], *, stream: bool) -> ChatRequest:
         """The request of one member call; the client's own request when nothing changed (keeps the
@@ -182,7 +186,7 @@ class MultiCall:
 
     def member_label(self, label: str) -> str:
         """``label`` for the usage log; prefixed with the combo name inside a nested combo."""
-        return f"{self.combo.get('name')}/{label}" if self.depth else label
+        return f"{self.combo.name}/{label}" if self.depth else label
 
     def sub_decision(self, target: Target) -> Decision:
         sub = Decision(request_id=self.req.request_id, requested_model=target_name(target))
@@ -289,18 +293,17 @@ class MultiCall:
 
     async def _dispatch(self, target: Target, req: ChatRequest, sub: Decision) -> Outcome | StreamOutcome:
         gw = self.gw
-        ref = target.get("combo_ref")
-        if ref:
-            return await self._dispatch_combo(str(ref), req, sub)
-        model = str(target.get("model") or "")
+        if target.combo_ref:
+            return await self._dispatch_combo(target.combo_ref, req, sub)
+        model = target.model or ""
         targets: list[PlanTarget]
         if "/" in model:
-            holder = {"name": self.combo.get("name"), "targets": [target], "config": self.config}
+            holder = self.combo.model_copy(update={"targets": (target,)})
             targets = expand_targets(gw, holder, sub, depth=self.depth, seen=self.seen)
         else:
             plan = resolve(gw.registry, model)
             if plan.combo is not None:
-                return await self._dispatch_combo(str(plan.combo.get("name")), req, sub)
+                return await self._dispatch_combo(plan.combo.name, req, sub)
             targets = list(plan.targets)
         candidates = gw.planner.expand(targets, sub)
         return await gw.engine.run(req, candidates, sub, per_target=self.per_target)
@@ -325,7 +328,7 @@ class MultiCall:
         sub.combo = name
         if is_multi_call(combo):
             return await run_combo(gw, req, combo, sub, depth=self.depth + 1, seen=self.seen)
-        kind = "auto" if combo.get("strategy") == "auto" else "combo"
+        kind = "auto" if combo.strategy == "auto" else "combo"
         plan = Plan(kind=kind, requested=name, route="combo-ref", combo=combo)
         candidates, opts = await gw.planner.candidates(plan, req, sub)
         return await gw.engine.run(

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from omniroute.core.combo import MAX_STEP_PROMPT_CHARS
 from omniroute.errors import GatewayError
-from omniroute.routing.combo_validation import MAX_STEP_PROMPT_CHARS
 from omniroute.routing.engine import Outcome, StreamOutcome
 from omniroute.routing.multicall import (
     MultiCall,
@@ -32,8 +32,7 @@ from omniroute.routing.multicall_parts import flatten_tool_turns, toolless
 
 def step_prompt(t: Target) -> str:
     """The step's ``prompt`` (``""`` when none)."""
-    p = t.get("prompt")
-    return p if isinstance(p, str) else ""
+    return t.prompt or ""
 
 
 def step_body(body: dict[str, Any], prompt: str, previous: str | None, *, final: bool) -> dict[str, Any]:

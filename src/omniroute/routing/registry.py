@@ -1,5 +1,6 @@
 """In-memory snapshot of what routing reads on the hot path: catalog, connections, fallback chains,
-combos and mappings (DESIGN: no DB access per request).
+combos and mappings (DESIGN: no DB access per request). Combos and model→combo mappings are the typed
+schema of :mod:`omniroute.core.combo` (COMBO-1, COMBO-2), built once per snapshot.
 
 The snapshot is rebuilt from the store after every management edit (``Gateway.refresh``), so an edit
 applies to the very next request (COMBO-1) while requests never touch the database.
@@ -11,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from omniroute.core.combo import Combo, ComboMapping
 from omniroute.providers.catalog import Catalog
 from omniroute.values import Connection, ModelInfo, ProviderInfo
 
@@ -26,15 +28,17 @@ class ChainEntry:
 
 @dataclass
 class Registry:
-    """Routing's read model. ``connections`` is keyed by provider id, each list sorted by priority."""
+    """Routing's read model. ``connections`` is keyed by provider id, each list sorted by priority;
+    ``combos`` holds the enabled combos by name (``combos_lower``: lower-case name → name);
+    ``mappings`` the enabled model→combo mappings, highest priority first."""
 
     catalog: Catalog
     connections: dict[str, list[Connection]] = field(default_factory=dict)
     connections_by_id: dict[str, Connection] = field(default_factory=dict)
     chains: dict[str, list[ChainEntry]] = field(default_factory=dict)
-    combos: dict[str, dict[str, Any]] = field(default_factory=dict)
+    combos: dict[str, Combo] = field(default_factory=dict)
     combos_lower: dict[str, str] = field(default_factory=dict)
-    mappings: list[dict[str, Any]] = field(default_factory=list)
+    mappings: list[ComboMapping] = field(default_factory=list)
     version: int = 0
     # Read models derived from this snapshot (e.g. expanded combo targets), dropped with it.
     memo: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
@@ -44,8 +48,8 @@ class Registry:
         catalog: Catalog,
         connections: Iterable[Connection],
         chains: Mapping[str, list[dict[str, Any]]] | None = None,
-        combos: Iterable[dict[str, Any]] = (),
-        mappings: Iterable[dict[str, Any]] = (),
+        combos: Iterable[Combo] = (),
+        mappings: Iterable[ComboMapping] = (),
         version: int = 0,
     ) -> Registry:
         """Assemble a snapshot; connections of each provider ordered by ``priority`` then id (PROV-3)."""
@@ -66,7 +70,7 @@ class Registry:
             )
             for model, entries in (chains or {}).items()
         }
-        combo_map = {c["name"]: c for c in combos if c.get("enabled", True)}
+        combo_map = {c.name: c for c in combos if c.enabled}
         return Registry(
             catalog=catalog,
             connections=by_provider,
@@ -74,9 +78,7 @@ class Registry:
             chains=chain_map,
             combos=combo_map,
             combos_lower={name.lower(): name for name in combo_map},
-            mappings=sorted(
-                (m for m in mappings if m.get("enabled", True)), key=lambda m: -int(m.get("priority", 0))
-            ),
+            mappings=sorted((m for m in mappings if m.enabled), key=lambda m: -m.priority),
             version=version,
         )
 

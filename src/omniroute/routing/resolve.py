@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import fnmatch
 from dataclasses import dataclass, field
-from typing import Any
 
+from omniroute.core.combo import Combo
 from omniroute.errors import ModelNotFound
 from omniroute.routing.registry import Registry
 from omniroute.values import ModelInfo, ProviderInfo
@@ -43,7 +43,7 @@ class Plan:
     requested: str
     route: str
     targets: tuple[PlanTarget, ...] = ()
-    combo: dict[str, Any] | None = None
+    combo: Combo | None = None
     variant: str | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
 
@@ -57,11 +57,11 @@ def not_found(model: str) -> ModelNotFound:
     )
 
 
-def _match_mapping(reg: Registry, model: str) -> dict[str, Any] | None:
+def _match_mapping(reg: Registry, model: str) -> Combo | None:
     low = model.lower()
     for m in reg.mappings:
-        if fnmatch.fnmatchcase(low, str(m["pattern"]).lower()):
-            combo = reg.combos.get(str(m.get("combo_name") or m.get("combo") or ""))
+        if fnmatch.fnmatchcase(low, m.pattern.lower()):
+            combo = reg.combos.get(m.combo)
             if combo is not None:
                 return combo
     return None
@@ -136,8 +136,8 @@ def _resolve(reg: Registry, model: str) -> Plan:
     raise not_found(model)
 
 
-def _combo_plan(model: str, combo: dict[str, Any], route: str) -> Plan:
-    kind = "auto" if combo.get("strategy") == "auto" else "combo"
+def _combo_plan(model: str, combo: Combo, route: str) -> Plan:
+    kind = "auto" if combo.strategy == "auto" else "combo"
     return Plan(kind=kind, requested=model, route=route, combo=combo)
 
 

@@ -8,26 +8,18 @@ errors, which name the field.
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from omniroute.api.admin import auto, combos, connections, core, resilience
+from omniroute.core.fields import field_errors
 from omniroute.errors import GatewayError, InvalidRequest
 from omniroute.gateway import Gateway
 from omniroute.store.errors import StoreConflict, StoreNotFound
 
 log = logging.getLogger("omniroute.api")
-
-
-def _loc(loc: Any) -> str:
-    parts = [str(p) for p in loc if p not in ("body", "query", "path")]
-    out = ""
-    for p in parts:
-        out += f"[{p}]" if p.isdigit() else (f".{p}" if out else p)
-    return out or "body"
 
 
 def _error(status: int, message: str, kind: str, param: str | None, code: str | None = None) -> JSONResponse:
@@ -94,9 +86,11 @@ def build_admin_app(gw: Gateway) -> FastAPI:
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+        """The first field error, named as the config loader names it (``targets[0].weight``)."""
         first = exc.errors()[0] if exc.errors() else {"loc": ("body",), "msg": "invalid request"}
-        field = _loc(first.get("loc", ("body",)))
-        err = InvalidRequest(f"{field}: {first.get('msg', 'invalid value')}", param=field)
+        skip = 1 if tuple(first["loc"])[:1] in (("body",), ("query",), ("path",)) else 0
+        param, message = field_errors([first], skip=skip)[0]
+        err = InvalidRequest(f"{param or 'body'}: {message}", param=param or "body")
         return _error(400, err.message, err.type, err.param, err.code)
 
     @app.exception_handler(404)

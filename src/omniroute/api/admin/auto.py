@@ -56,7 +56,7 @@ def channel_pool(gw: Gateway, channel: str) -> list[Candidate]:
     for anything else (naming the valid ids)."""
     now = gw.resilience.clock.time()
     combo = gw.registry.combos.get(channel)
-    if combo is not None and combo.get("strategy") == "auto":
+    if combo is not None and combo.strategy == "auto":
         return combo_pool(gw, combo, Decision(request_id="", requested_model=channel), now)
     variant = parse_auto_id("auto" if channel == "auto" else f"auto/{channel}")
     pool, _ = filter_variant(virtual_pool(gw.registry, now), variant)

@@ -1,89 +1,73 @@
 """Combos (COMBO-1) and model→combo mappings (COMBO-2) in the management API.
 
 ``GET/POST /api/combos``, ``GET/PUT/DELETE /api/combos/{id}`` (id or name) and the same for
-``/api/model-combo-mappings``. Bodies are validated by pydantic (types, ranges) and
-:func:`~omniroute.routing.combo_validation.check_combo` (strategy, targets, refs, cycles, depth);
-every failure is a 400 naming the field. Unknown providers/models/connections come back as
-``warnings`` (the catalog may be stale); a combo whose name equals a catalog model id carries
-``warning: {code: "COMBO_NAME_SHADOWS_MODEL", modelId, providerId}`` on create and rename (SPEC §4).
-Every edit rebuilds the routing snapshot (``Gateway.refresh``), so it applies to the very next request.
+``/api/model-combo-mappings``. Bodies are the shared combo schema (:mod:`omniroute.core.combo`, the
+same as a config-file combo; the request models below derive from it, so ``/openapi.json`` shows it)
+and are validated by :func:`~omniroute.routing.combo_validation.check_combo` (schema with the
+registered strategy names, targets, refs, cycles, depth, unique name); every failure is a 400 naming
+the field. Unknown providers/models/connections come back as ``warnings`` (the catalog may be stale); a
+combo whose name equals a catalog model id carries ``warning: {code: "COMBO_NAME_SHADOWS_MODEL",
+modelId, providerId}`` on create and rename (SPEC §4). Every edit rebuilds the routing snapshot
+(``Gateway.refresh``), so it applies to the very next request.
 """
 
 from __future__ import annotations
 
-import fnmatch
 from typing import Any
 
 from fastapi import APIRouter
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from omniroute.api.admin.core import Admin
+from omniroute.core.combo import (
+    DEFAULT_MAPPING_PRIORITY,
+    Combo,
+    ComboInvalid,
+    ComboName,
+    ComboTarget,
+    MappingPattern,
+    OptionsMap,
+)
+from omniroute.core.fields import Int, NonEmpty
 from omniroute.errors import GatewayError, InvalidRequest
 from omniroute.gateway import Gateway
-from omniroute.routing.combo_validation import MAX_STEP_PROMPT_CHARS, ComboInvalid, check_combo
+from omniroute.routing.combo_validation import check_combo
 from omniroute.routing.combos import shadowed_model
 from omniroute.store import Store
 from omniroute.store.errors import StoreConflict, StoreNotFound
 
 router = APIRouter(tags=["combos"])
 
-_COMBO_FIELDS = ("name", "strategy", "targets", "config", "description", "enabled", "sort_order")
+_READ_ONLY = frozenset({"id", "created_at", "updated_at"})
 
 
-class TargetIn(BaseModel):
-    """One combo target (step): exactly one of ``model`` (``provider/model`` or a model id) and
-    ``combo_ref`` (another combo's name). The keys are those of a config-file target (OPS-2); any
-    other key is a 400 naming it."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    model: str | None = None
-    combo_ref: str | None = None
-    connection_id: str | None = None
-    weight: float | None = Field(default=None, ge=0, le=100, description="0–100 (weighted strategy)")
-    priority: int | None = Field(default=None, description="lower first (priority strategy)")
-    timeout_s: float | None = Field(default=None, gt=0, description="per-target attempt timeout (s)")
-    timeout_ms: float | None = Field(default=None, gt=0, description="per-target attempt timeout (ms)")
-    tags: list[str] | None = Field(default=None, description="tag routing (COMBO-4)")
-    prompt: str | None = Field(
-        default=None, max_length=MAX_STEP_PROMPT_CHARS, description="pipeline step prompt (COMBO-6)"
-    )
+class TargetIn(ComboTarget):
+    """One combo target (step): exactly one of ``model`` (``provider/model`` or a model id; a bare
+    string is a model step) and ``combo_ref`` (another combo's name). The keys are those of a
+    config-file target; any other key is a 400 naming it."""
 
 
-def _targets_before(v: Any) -> Any:
-    if isinstance(v, list):
-        return [{"model": t} if isinstance(t, str) else t for t in v]
-    return v
+class ComboIn(Combo):
+    """``POST /api/combos``: a new combo. ``strategy`` is a registered strategy name (the 19
+    built-ins, any case, or one added by an extension)."""
 
-
-class ComboIn(BaseModel):
-    """``POST /api/combos``: a new combo. ``strategy`` is one of the 19 COMBO-3 names."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    name: str = Field(min_length=1, max_length=200)
-    strategy: str = "priority"
-    targets: list[TargetIn] = Field(default_factory=list)
-    config: dict[str, Any] = Field(default_factory=dict, description="COMBO-4 options (camelCase)")
-    description: str = ""
-    enabled: bool = True
+    targets: tuple[TargetIn, ...] = ()
     sort_order: int = 0
     id: str | None = Field(default=None, description="ignored (read-only)")
     created_at: float | None = Field(default=None, description="ignored (read-only)")
     updated_at: float | None = Field(default=None, description="ignored (read-only)")
 
-    _targets = field_validator("targets", mode="before")(_targets_before)
-
 
 class ComboPatch(BaseModel):
-    """``PUT /api/combos/{id}``: the fields to change (others keep their value)."""
+    """``PUT /api/combos/{id}``: the fields to change (others keep their value); the result is
+    validated as a whole, as on create."""
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str | None = Field(default=None, min_length=1, max_length=200)
-    strategy: str | None = None
-    targets: list[TargetIn] | None = None
-    config: dict[str, Any] | None = None
+    name: ComboName | None = None
+    strategy: NonEmpty | None = None
+    targets: tuple[TargetIn, ...] | None = None
+    config: OptionsMap | None = None
     description: str | None = None
     enabled: bool | None = None
     sort_order: int | None = None
@@ -91,19 +75,17 @@ class ComboPatch(BaseModel):
     created_at: float | None = Field(default=None, description="ignored (read-only)")
     updated_at: float | None = Field(default=None, description="ignored (read-only)")
 
-    _targets = field_validator("targets", mode="before")(_targets_before)
-
 
 class MappingIn(BaseModel):
     """``POST /api/model-combo-mappings``: glob ``pattern`` (``*``, ``?``, case-insensitive) → combo
-    (``combo_id``, or ``combo`` = id or name); higher ``priority`` first (COMBO-2)."""
+    (``combo_id``, or ``combo`` = id or name); higher ``priority`` first."""
 
     model_config = ConfigDict(extra="forbid")
 
-    pattern: str = Field(min_length=1, max_length=500)
+    pattern: MappingPattern
     combo_id: str | None = None
     combo: str | None = None
-    priority: int = 0
+    priority: Int = DEFAULT_MAPPING_PRIORITY
     enabled: bool = True
     description: str = ""
     id: str | None = Field(default=None, description="ignored (read-only)")
@@ -117,10 +99,10 @@ class MappingPatch(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    pattern: str | None = Field(default=None, min_length=1, max_length=500)
+    pattern: MappingPattern | None = None
     combo_id: str | None = None
     combo: str | None = None
-    priority: int | None = None
+    priority: Int | None = None
     enabled: bool | None = None
     description: str | None = None
     id: str | None = Field(default=None, description="ignored (read-only)")
@@ -136,10 +118,6 @@ def _store(gw: Gateway) -> Store:
 
 def _not_found(what: str, key: str) -> GatewayError:
     return GatewayError(f"No {what} '{key}'.", status=404, code="not_found")
-
-
-def _dump_targets(targets: list[TargetIn] | None) -> list[dict[str, Any]] | None:
-    return None if targets is None else [t.model_dump(exclude_none=True) for t in targets]
 
 
 def _with_warnings(
@@ -162,15 +140,11 @@ def _with_warnings(
 
 def _checked(
     gw: Gateway, data: dict[str, Any], existing: list[dict[str, Any]], own_id: str | None
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+) -> tuple[Combo, list[dict[str, Any]]]:
     try:
-        combo, warnings = check_combo(data, existing, gw.registry, own_id=own_id)
+        return check_combo(data, existing, gw.registry, own_id=own_id)
     except ComboInvalid as exc:
-        raise InvalidRequest(exc.message, param=exc.param) from None
-    clash = next((c for c in existing if c["name"] == combo["name"] and c["id"] != own_id), None)
-    if clash is not None:
-        raise InvalidRequest(f"a combo named '{combo['name']}' already exists", param="name")
-    return {k: combo[k] for k in _COMBO_FIELDS if k in combo}, warnings
+        raise InvalidRequest(f"{exc.param}: {exc.message}", param=exc.param) from None
 
 
 async def _write(gw: Gateway, op: Any) -> Any:
@@ -210,10 +184,8 @@ async def list_auto_combos(gw: Admin) -> dict[str, Any]:
 async def create_combo(body: ComboIn, gw: Admin) -> dict[str, Any]:
     """Create a combo (201). 400 for an invalid or duplicate definition; see the module docstring."""
     store = _store(gw)
-    data = body.model_dump(exclude={"id", "created_at", "updated_at", "targets"})
-    data["targets"] = _dump_targets(body.targets)
-    fields, warnings = _checked(gw, data, await store.list_combos(), None)
-    row = await _write(gw, store.create_combo(fields))
+    combo, warnings = _checked(gw, body.to_json(), await store.list_combos(), None)
+    row = await _write(gw, store.create_combo({**combo.to_json(), "sort_order": body.sort_order}))
     return _with_warnings(gw, row, warnings, named=True)
 
 
@@ -233,16 +205,16 @@ async def update_combo(combo_id: str, body: ComboPatch, gw: Admin) -> dict[str, 
     row = await store.get_combo(combo_id)
     if row is None:
         raise _not_found("combo", combo_id)
-    patch = body.model_dump(exclude_none=True, exclude={"id", "created_at", "updated_at", "targets"})
-    if body.targets is not None:
-        patch["targets"] = _dump_targets(body.targets)
-    merged = {**row, **patch}
-    fields, warnings = _checked(gw, merged, await store.list_combos(), str(row["id"]))
-    changed = {k: v for k, v in fields.items() if k in patch or k in ("strategy", "targets", "config")}
-    updated = await _write(gw, store.update_combo(str(row["id"]), changed))
+    patch = body.model_dump(mode="json", exclude_none=True, exclude={*_READ_ONLY, "sort_order"})
+    merged = {**Combo.from_row(row).to_json(), **patch}
+    combo, warnings = _checked(gw, merged, await store.list_combos(), str(row["id"]))
+    fields = combo.to_json()
+    if body.sort_order is not None:
+        fields["sort_order"] = body.sort_order
+    updated = await _write(gw, store.update_combo(str(row["id"]), fields))
     if updated is None:
         raise _not_found("combo", combo_id)
-    return _with_warnings(gw, updated, warnings, named=fields["name"] != row["name"])
+    return _with_warnings(gw, updated, warnings, named=combo.name != row["name"])
 
 
 @router.delete("/api/combos/{combo_id:path}")
@@ -254,11 +226,7 @@ async def delete_combo(combo_id: str, gw: Admin) -> dict[str, Any]:
     if row is None:
         raise _not_found("combo", combo_id)
     await _write(gw, store.delete_combo(str(row["id"])))
-    users = [
-        c["name"]
-        for c in await store.list_combos()
-        if any(isinstance(t, dict) and t.get("combo_ref") == row["name"] for t in c.get("targets") or [])
-    ]
+    users = [c["name"] for c in await store.list_combos() if row["name"] in Combo.from_row(c).refs()]
     out: dict[str, Any] = {"deleted": row["id"], "name": row["name"]}
     if users:
         out["warnings"] = [
@@ -269,17 +237,6 @@ async def delete_combo(combo_id: str, gw: Admin) -> dict[str, Any]:
 
 
 # mappings ----------------------------------------------------------------------------------------
-
-
-def _check_pattern(pattern: str) -> str:
-    p = pattern.strip()
-    if not p:
-        raise InvalidRequest("pattern must be a non-empty glob ('*', '?')", param="pattern")
-    try:
-        fnmatch.translate(p)
-    except Exception as exc:  # pragma: no cover - translate accepts nearly anything
-        raise InvalidRequest(f"pattern is not a valid glob: {exc}", param="pattern") from None
-    return p
 
 
 async def _combo_ref_for(store: Store, combo_id: str | None, combo: str | None) -> str:
@@ -304,7 +261,7 @@ async def create_mapping(body: MappingIn, gw: Admin) -> dict[str, Any]:
     """Create a mapping (201); 400 when the pattern is empty or the combo does not exist."""
     store = _store(gw)
     data = {
-        "pattern": _check_pattern(body.pattern),
+        "pattern": body.pattern,
         "combo_id": await _combo_ref_for(store, body.combo_id, body.combo),
         "priority": body.priority,
         "enabled": body.enabled,
@@ -332,8 +289,6 @@ async def update_mapping(mapping_id: str, body: MappingPatch, gw: Admin) -> dict
     data = body.model_dump(
         exclude_none=True, exclude={"id", "combo_name", "created_at", "updated_at", "combo"}
     )
-    if "pattern" in data:
-        data["pattern"] = _check_pattern(data["pattern"])
     if body.combo_id is not None or body.combo is not None:
         data["combo_id"] = await _combo_ref_for(store, body.combo_id, body.combo)
     updated = await _write(gw, store.update_mapping(mapping_id, data))

@@ -70,7 +70,7 @@ def auto_variants(gw: Gateway, *, include_combos: bool = True) -> list[dict[str,
 def _persisted(gw: Gateway, now: float) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for name, combo in gw.registry.combos.items():
-        if combo.get("strategy") != "auto":
+        if combo.strategy != "auto":
             continue
         pool = combo_pool(gw, combo, Decision(request_id="", requested_model=name), now)
         ctx, mo = pool_limits(gw, pool)

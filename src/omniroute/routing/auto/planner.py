@@ -32,6 +32,7 @@ from omniroute.routing.auto.factory import (
     filter_variant,
     key_exclusions,
     virtual_pool,
+    virtual_pool_exclusions,
 )
 from omniroute.routing.auto.fitness import detect_task
 from omniroute.routing.auto.inputs import MeasureHints, measure, specificity_of
@@ -79,7 +80,7 @@ class _Channel:
 def _channel(gw: Gateway, plan: Plan, decision: Decision, now: float) -> _Channel:
     if plan.combo is not None:
         options = auto_config(plan.combo)
-        name = str(plan.combo.get("name") or plan.requested)
+        name = plan.combo.name
         router = (
             options.get("routerStrategy") or options.get("routingStrategy") or options.get("strategyName")
         )
@@ -89,7 +90,10 @@ def _channel(gw: Gateway, plan: Plan, decision: Decision, now: float) -> _Channe
             str(router or "rules"),
             combo_pool(gw, plan.combo, decision, now),
         )
-    return _Channel(resolve_variant(gw, plan.requested), {}, "lkgp", virtual_pool(gw.registry, now))
+    pool = virtual_pool(gw.registry, now)
+    if not pool:  # say which connections were left out and why (the request fails with it)
+        decision.exclusions.extend(virtual_pool_exclusions(gw.registry, now))
+    return _Channel(resolve_variant(gw, plan.requested), {}, "lkgp", pool)
 
 
 def _budget(

@@ -8,11 +8,9 @@ weighted, p2c), :mod:`.rotation` (round-robin, strict-random, least-used), :mod:
 context-relay, prompt-cache affinity), :mod:`.delegates` (auto, fusion, pipeline).
 """
 
+from omniroute.core.combo import DEFAULTS, INHERIT, ComboSettings
 from omniroute.routing.strategies.base import (
-    DEFAULTS,
-    INHERIT,
     Availability,
-    ComboSettings,
     ComboTarget,
     Ordering,
     StrategyContext,

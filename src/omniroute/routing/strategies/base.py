@@ -1,8 +1,9 @@
 """What every combo strategy sees and returns (COMBO-3, COMBO-4; DESIGN house style 6, 11).
 
 * :class:`ComboTarget` — one expanded target: provider + model + the connections it may use.
-* :class:`ComboSettings` — the combo → global → built-in default cascade, with :data:`INHERIT`
-  distinguishing "not set here" from ``None``.
+* :class:`~omniroute.core.combo.ComboSettings` — the combo → global → built-in default cascade, with
+  :data:`~omniroute.core.combo.INHERIT` distinguishing "not set here" from ``None`` (defined with the
+  combo schema).
 * :class:`StrategyState` — the strategy's window on :class:`~omniroute.state.base.RoutingState`:
   reads of breakers, latency windows, quota and records, and atomic writes confined to the combo's
   own namespace (``combo:<name>:…``), so a shared backend can hold them later (STORE-2).
@@ -16,20 +17,18 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any
 
+from omniroute.core.combo import ComboSettings
 from omniroute.routing.quota import NEUTRAL, QuotaInfo, QuotaProvider
 from omniroute.state.base import RoutingState
 from omniroute.state.records import BreakerState, WindowStats, breaker_view
 from omniroute.values import Candidate, ChatRequest, Connection, ModelInfo, ProviderInfo
 
 __all__ = [
-    "DEFAULTS",
-    "INHERIT",
     "Availability",
-    "ComboSettings",
     "ComboTarget",
     "Ordering",
     "StrategyContext",
@@ -37,80 +36,6 @@ __all__ = [
     "SuccessHook",
     "rng_for",
 ]
-
-
-class _Inherit:
-    """Sentinel type: a setting that is not set at this level (DESIGN house style 11)."""
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "INHERIT"
-
-    def __bool__(self) -> bool:
-        return False
-
-
-INHERIT: Final = _Inherit()
-
-DEFAULTS: Final[Mapping[str, Any]] = {
-    "stickyRoundRobinLimit": 3,  # COMBO-3 round-robin
-    "stickyWeightedLimit": 1,  # COMBO-3 weighted (1 = off)
-    "connectionAwareExpansion": False,  # COMBO-4
-    "promptCacheAffinityEnabled": True,  # COMBO-4 (global default on)
-    "tagMatchMode": "any",  # COMBO-4 tag routing: any | all
-    "resetAwareTieBand": 0.05,  # COMBO-3 reset-aware: 5 % tie band rotates
-    "resetWindowTieBandMs": 60_000,  # COMBO-3 reset-window: ties within 60 s rotate
-    "handoffTtlMinutes": 300,  # context-relay session memory
-    "handoffMaxMessages": 30,  # context-relay summary input
-}
-"""Built-in defaults of the combo options strategies read (last level of the cascade)."""
-
-
-@dataclass(frozen=True, slots=True)
-class ComboSettings:
-    """Combo options with the combo → global → default cascade (COMBO-4, DESIGN 11).
-
-    ``combo`` is the combo's ``config`` map, ``global_`` the gateway-wide combo defaults. A key that
-    is absent or ``None`` at one level inherits from the next.
-    """
-
-    combo: Mapping[str, Any] = field(default_factory=dict)
-    global_: Mapping[str, Any] = field(default_factory=dict)
-
-    def raw(self, key: str) -> Any:
-        """The first level's value, or :data:`INHERIT` when no level (defaults included) sets it."""
-        for level in (self.combo, self.global_, DEFAULTS):
-            v = level.get(key)
-            if v is not None:
-                return v
-        return INHERIT
-
-    def get(self, key: str, default: Any = None) -> Any:
-        """The effective value, else ``default``."""
-        v = self.raw(key)
-        return default if v is INHERIT else v
-
-    def int_(self, key: str, default: int, lo: int, hi: int) -> int:
-        """An integer clamped to ``[lo, hi]``; malformed values give ``default``."""
-        try:
-            return max(lo, min(hi, int(self.get(key, default))))
-        except (TypeError, ValueError):
-            return default
-
-    def float_(self, key: str, default: float) -> float:
-        """A float; malformed values give ``default``."""
-        try:
-            return float(self.get(key, default))
-        except (TypeError, ValueError):
-            return default
-
-    def bool_(self, key: str, default: bool = False) -> bool:
-        """A boolean (``"true"``/``"1"`` strings accepted)."""
-        v = self.get(key, default)
-        if isinstance(v, str):
-            return v.strip().lower() in ("1", "true", "yes", "on")
-        return bool(v)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,16 +1,18 @@
 """The strategy registry: strategy name → :class:`~omniroute.typing.Strategy` (COMBO-3; DESIGN 6).
 
 The built-in registry holds one object per name of
-:data:`~omniroute.config.ROUTING_STRATEGY_VALUES` (19). :func:`register_strategy` adds or replaces a
-name (plugins, tests, the simulator); it is the one deliberate piece of process-wide mutable state
-in routing, filled at import with stateless objects and no I/O.
+:data:`~omniroute.core.combo.ROUTING_STRATEGY_VALUES` (19). :func:`register_strategy` adds or replaces
+a name (plugins, tests, the simulator); a registered name is valid in a combo's ``strategy`` from then
+on (the management API and the CLI validate against :func:`strategy_names`). It is the one deliberate
+piece of process-wide mutable state in routing, filled at import with stateless objects and no I/O.
+Same signature as the auto router registry's ``register_strategy(name, impl)`` (AUTO-5).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from omniroute.config import ROUTING_STRATEGY_VALUES
+from omniroute.core.combo import ROUTING_STRATEGY_VALUES
 from omniroute.routing.strategies.affinity import CacheOptimized, ContextRelay, Lkgp
 from omniroute.routing.strategies.chance import P2C, RandomOrder, Weighted
 from omniroute.routing.strategies.delegates import AutoDelegate, DefinitionOrder
@@ -55,11 +57,11 @@ class StrategyRegistry:
     def __init__(self, strategies: Iterable[Strategy] = ()) -> None:
         self._by_name: dict[str, Strategy] = {}
         for s in strategies:
-            self.register(s)
+            self.register(s.name, s)
 
-    def register(self, strategy: Strategy, name: str | None = None) -> None:
-        """Add ``strategy`` under ``name`` (default ``strategy.name``), replacing any previous one."""
-        self._by_name[name or strategy.name] = strategy
+    def register(self, name: str, impl: Strategy) -> None:
+        """Add ``impl`` under ``name``, replacing any previous one."""
+        self._by_name[name] = impl
 
     def get(self, name: str) -> Strategy:
         try:
@@ -84,9 +86,9 @@ def get_strategy(name: str) -> Strategy:
     return _REGISTRY.get(name)
 
 
-def register_strategy(strategy: Strategy, name: str | None = None) -> None:
-    """Register (or replace) a strategy by name."""
-    _REGISTRY.register(strategy, name)
+def register_strategy(name: str, impl: Strategy) -> None:
+    """Add (or replace) the combo strategy called ``name``; combos may use ``name`` from then on."""
+    _REGISTRY.register(name, impl)
 
 
 def strategy_names() -> tuple[str, ...]:

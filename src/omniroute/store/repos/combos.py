@@ -1,8 +1,10 @@
 """Combos (COMBO-1) and model→combo glob mappings (COMBO-2).
 
-The store only persists: validation of strategies, targets and combo-ref cycles belongs to the API and
-routing layers. Dicts in and out; read-only keys (``id``, ``created_at``, ``updated_at``) in input are
-ignored so a client can send back what it read.
+The store only persists: a combo row is the JSON of the shared schema
+(:meth:`omniroute.core.combo.Combo.to_json`) plus ``sort_order``, ``id`` and timestamps, and routing
+reads it back with :meth:`~omniroute.core.combo.Combo.from_row`; validation (strategies, targets,
+combo-ref cycles) belongs to the edges that write it. Dicts in and out; read-only keys (``id``,
+``created_at``, ``updated_at``) in input are ignored so a client can send back what it read.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from sqlalchemy.engine import RowMapping
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from omniroute.core.combo import DEFAULT_STRATEGY, Combo
 from omniroute.store import models
 from omniroute.store.errors import StoreConflict, StoreNotFound
 from omniroute.store.repos._base import RepoBase, now
@@ -24,16 +27,14 @@ _combo = models.combos
 _map = models.model_combo_mappings
 
 _READ_ONLY: Final = frozenset({"id", "created_at", "updated_at"})
-_COMBO_FIELDS: Final = frozenset(
-    {"name", "strategy", "targets", "config", "description", "enabled", "sort_order"}
-)
+_COMBO_FIELDS: Final = frozenset({*Combo.model_fields, "sort_order"})
 _MAPPING_DEFAULTS: Final[Mapping[str, Any]] = {"priority": 0, "enabled": True, "description": ""}
 _MAPPING_FIELDS: Final = frozenset({"pattern", "combo_id", *_MAPPING_DEFAULTS})
 
 
 def _combo_defaults() -> dict[str, Any]:
     return {
-        "strategy": "priority",
+        "strategy": DEFAULT_STRATEGY,
         "targets": [],
         "config": {},
         "description": "",

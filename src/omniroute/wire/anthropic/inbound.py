@@ -71,22 +71,26 @@ def _number(body: Mapping[str, Any], name: str, lo: float, hi: float) -> None:
 
 
 def _validate_block(block: Any, role: str, where: str) -> None:
-    """One content block. Known types are checked per role and field; a type this gateway does not
-    know (a newer API addition) is accepted, forwarded unchanged to Anthropic upstreams and dropped for
-    other families: the gateway is never stricter than the upstream."""
+    """One content block, checked per role and field as the Messages API does (a type the API does
+    not know is rejected in its wording, so clients' own fallbacks recognise the error)."""
     if not isinstance(block, dict) or not isinstance(block.get("type"), str):
         raise _bad(where, "Input should be a content block object with a string 'type'")
     kind = block["type"]
     if role == "system":
         if kind != "text":
             raise _bad(f"{where}.type", f"system messages take text blocks only; got '{kind}'")
+        allowed = frozenset({"text"})
     else:
-        allowed, other = (
-            (USER_BLOCKS, ASSISTANT_BLOCKS) if role == "user" else (ASSISTANT_BLOCKS, USER_BLOCKS)
+        allowed = USER_BLOCKS if role == "user" else ASSISTANT_BLOCKS
+    if kind not in allowed:
+        other = "assistant" if role == "user" else "user"
+        if kind in (ASSISTANT_BLOCKS if role == "user" else USER_BLOCKS):
+            raise _bad(f"{where}.type", f"'{kind}' blocks are only allowed in '{other}' messages")
+        raise _bad(
+            f"{where}.type",
+            f"Input tag '{kind}' does not match any of the expected content block "
+            f"types: {', '.join(sorted(allowed))}",
         )
-        if kind not in allowed and kind in other:
-            other_role = "assistant" if role == "user" else "user"
-            raise _bad(f"{where}.type", f"'{kind}' blocks are only allowed in '{other_role}' messages")
     if kind == "text" and not isinstance(block.get("text"), str):
         raise _bad(f"{where}.text", "Field required (a string)")
     if kind == "image":
