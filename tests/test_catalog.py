@@ -519,3 +519,45 @@ def test_builtin_reads_the_packaged_file_through_importlib_resources(monkeypatch
     monkeypatch.setattr(importlib.resources, "files", refuse)
     with pytest.raises(RuntimeError, match=r"omniroute\.providers"):
         Catalog.builtin()
+
+
+def _caps(cat: Catalog, provider: str, model: str) -> frozenset[str] | None:
+    m = cat.model(provider, model)
+    assert m is not None, model
+    return m.capabilities
+
+
+def test_declared_empty_capabilities_stay_apart_from_missing_ones(catalog: Catalog) -> None:
+    """RESIL-8: ``capabilities: []`` is "none" and a missing key "unknown", through catalog files,
+    overrides (new and existing models) and a round trip of the catalog JSON."""
+    data = {
+        "version": 1,
+        "providers": [
+            {
+                "id": "local",
+                "base_url": "http://127.0.0.1:9/v1",
+                "models": [{"id": "none", "capabilities": []}, {"id": "unknown"}],
+            }
+        ],
+    }
+    parsed = Catalog.from_dict(data)
+    assert _caps(parsed, "local", "none") == frozenset()
+    assert _caps(parsed, "local", "unknown") is None
+    again = Catalog.from_dict(orjson.loads(orjson.dumps(parsed.to_dict())))
+    assert _caps(again, "local", "none") == frozenset()
+    assert _caps(again, "local", "unknown") is None
+    custom = catalog.with_overrides(
+        [
+            ProviderOverride(
+                id="openai",
+                models=(
+                    ModelOverride(id="gpt-4o", capabilities=()),
+                    ModelOverride(id="new-none", capabilities=()),
+                    ModelOverride(id="new-unknown"),
+                ),
+            )
+        ]
+    )
+    assert _caps(custom, "openai", "gpt-4o") == frozenset()
+    assert _caps(custom, "openai", "new-none") == frozenset()
+    assert _caps(custom, "openai", "new-unknown") is None

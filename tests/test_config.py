@@ -52,8 +52,8 @@ model_combo_mappings:
 fallback_chains:
   gpt-4o: [{provider: openai, priority: 0}, {provider: anthropic, priority: 1, enabled: false}]
 resilience:
-  circuit_breaker: {failure_threshold: 5, reset_timeout_s: 30, half_open_probes: 1}
-  cooldown: {base_s: 3, max_s: 300, max_hint_s: 1800}
+  circuit_breaker: {failure_threshold: 5, reset_timeout_s: 10, max_reset_timeout_s: 10, half_open_probes: 1}
+  cooldown: {base_s: 3, max_s: 300, max_hint_s: 1800, server_error_max_s: 10}
   lockout: {base_s: 120, max_s: 1800}
   retries: {per_target: 1, max_attempts: 10}
   timeouts: {connect_s: 10, ttft_s: 60, idle_s: 60, total_s: 600}
@@ -158,7 +158,8 @@ def test_ops2_example_loads_with_every_value(tmp_path: Path) -> None:
     }
 
     r = cfg.resilience
-    assert (r.circuit_breaker.failure_threshold, r.circuit_breaker.reset_timeout_s) == (5, 30)
+    assert (r.circuit_breaker.failure_threshold, r.circuit_breaker.reset_timeout_s) == (5, 10)
+    assert r.circuit_breaker.max_reset_timeout_s == 10 and r.cooldown.server_error_max_s == 10
     assert r.circuit_breaker.half_open_probes == 1
     assert (r.cooldown.base_s, r.cooldown.max_s, r.cooldown.max_hint_s) == (3, 300, 1800)
     assert (r.lockout.base_s, r.lockout.max_s) == (120, 1800)
@@ -203,7 +204,7 @@ def test_no_path_and_no_env_gives_builtin_defaults() -> None:
     assert cfg.model_combo_mappings == ()
     assert dict(cfg.fallback_chains) == {}
     r = cfg.resilience
-    assert (r.circuit_breaker.failure_threshold, r.circuit_breaker.reset_timeout_s) == (5, 30.0)
+    assert (r.circuit_breaker.failure_threshold, r.circuit_breaker.reset_timeout_s) == (5, 10.0)
     assert r.circuit_breaker.half_open_probes == 1
     assert (r.cooldown.base_s, r.cooldown.max_s, r.cooldown.max_hint_s) == (3.0, 300.0, 1800.0)
     assert (r.lockout.base_s, r.lockout.max_s) == (120.0, 1800.0)
@@ -647,3 +648,15 @@ def test_combo_defaults_are_parsed_frozen_and_validated() -> None:
         cfg.combo_defaults["x"] = 1  # type: ignore[index]
     with pytest.raises(ConfigError, match=r"combo_defaults\.stickyRoundRobinLimit"):
         config_from_dict({"combo_defaults": {"stickyRoundRobinLimit": 0}})
+
+
+def test_resilience_doc_spells_out_the_builtin_defaults(tmp_path: Path) -> None:
+    """RESIL-11: the settings block of docs/RESILIENCE.md is the built-in resilience defaults, and
+    its reference table lists every one of those settings."""
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "RESILIENCE.md").read_text(encoding="utf-8")
+    block = doc.split("```yaml\n", 1)[1].split("```", 1)[0]
+    cfg = load_config(write(tmp_path, block), env={})
+    assert cfg.resilience == load_config(None, env={}).resilience
+    for section in dataclasses.fields(cfg.resilience):
+        for knob in dataclasses.fields(getattr(cfg.resilience, section.name)):
+            assert f"`{section.name}.{knob.name}`" in doc, (section.name, knob.name)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from omniroute.errors import AuthInvalid, Overloaded, QuotaExhausted, RateLimited, ServerError
+from typing import Any
+
+from omniroute.errors import AuthInvalid, Overloaded, QuotaExhausted, RateLimited, ServerError, UpstreamError
 from omniroute.resilience.classify import classify_http
 from omniroute.resilience.cooldown import ConnectionCooldown, CooldownSettings
 from omniroute.resilience.events import TransitionLog
@@ -11,9 +13,9 @@ from omniroute.state import CooldownRecord, FakeClock, MemoryRoutingState
 T0 = 1_700_000_000.0
 
 
-def make() -> tuple[ConnectionCooldown, TransitionLog]:
+def make(**settings: Any) -> tuple[ConnectionCooldown, TransitionLog]:
     log = TransitionLog()
-    return ConnectionCooldown(MemoryRoutingState(FakeClock(T0)), CooldownSettings(), log), log
+    return ConnectionCooldown(MemoryRoutingState(FakeClock(T0)), CooldownSettings(**settings), log), log
 
 
 async def record(cd: ConnectionCooldown, cid: str = "c1") -> CooldownRecord:
@@ -54,18 +56,51 @@ async def test_hint_is_capped_by_max_hint() -> None:
     assert (await record(cd)).until == T0 + 1800
 
 
-async def test_exponential_backoff_without_hint() -> None:
-    """RESIL-2: no hint → base·2^level (3, 6, 12 … s), capped at 5 min; level rises each time."""
-    cd, _ = make()
+async def waits_after(cd: ConnectionCooldown, err: UpstreamError, n: int = 10) -> list[float]:
+    """Cooldown lengths of ``n`` failures, each arriving right after the previous cooldown expired."""
     now = T0
     waits = []
-    for _ in range(10):
-        await cd.on_failure("c1", "p", Overloaded("busy", upstream_status=503), now)
+    for _ in range(n):
+        await cd.on_failure("c1", "p", err, now)
         rec = await record(cd)
         waits.append(rec.until - now)
-        now = rec.until  # next failure right after expiry
+        now = rec.until
+    return waits
+
+
+async def test_exponential_backoff_without_hint() -> None:
+    """RESIL-2: a rate limit without hint → base·2^level (3, 6, 12 … s), capped at 5 min; level
+    rises each time."""
+    cd, _ = make()
+    waits = await waits_after(cd, RateLimited("slow down", upstream_status=429))
     assert waits == [3, 6, 12, 24, 48, 96, 192, 300, 300, 300]
     assert (await record(cd)).backoff_level == 10
+
+
+async def test_server_error_cooldowns_never_exceed_ten_seconds_by_default() -> None:
+    """RESIL-11: an overloaded provider backs off 3, 6, then 10 s at most, however long it stays
+    down, so it is tried again within 10 s of recovering."""
+    cd, _ = make()
+    assert await waits_after(cd, Overloaded("busy", upstream_status=503)) == [3, 6] + [10] * 8
+
+
+async def test_server_error_hint_is_capped_but_a_rate_limit_hint_is_honoured() -> None:
+    """RESIL-11: a 503 or 500 asking for 10 minutes cools for server_error_max_s; a 429 asking for
+    10 minutes cools for 10 minutes (the upstream's reset stands)."""
+    for err, expected in (
+        (Overloaded("busy", upstream_status=503, retry_after_s=600), 10),
+        (ServerError("down", upstream_status=500, retry_after_s=600), 10),
+        (RateLimited("slow down", upstream_status=429, retry_after_s=600), 600),
+    ):
+        cd, _ = make()
+        await cd.on_failure("c1", "p", err, T0)
+        assert (await record(cd)).until == T0 + expected, err
+
+
+async def test_server_error_cap_is_configurable() -> None:
+    """RESIL-11: ``cooldown.server_error_max_s`` sets the cap."""
+    cd, _ = make(server_error_max_s=30)
+    assert await waits_after(cd, Overloaded("busy", upstream_status=503), 5) == [3, 6, 12, 24, 30]
 
 
 async def test_classified_503_and_text_cool_down() -> None:

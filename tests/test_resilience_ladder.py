@@ -34,7 +34,7 @@ def cand(
     model: str = "m",
     *,
     window: int = 128_000,
-    caps: frozenset[str] = ALL_CAPS,
+    caps: frozenset[str] | None = ALL_CAPS,
     active: bool = True,
     max_concurrent: int | None = None,
 ) -> Candidate:
@@ -46,9 +46,15 @@ def cand(
     )
 
 
+# RESIL-1's own breaker timings (30 s, doubling); the shipped 10 s defaults are covered by the
+# recovery tests.
+RESIL1 = {"reset_timeout_s": 30.0, "max_reset_timeout_s": 480.0}
+
+
 def make(**breaker: Any) -> tuple[Resilience, FakeClock]:
     clock = FakeClock(T0)
-    return Resilience(MemoryRoutingState(clock), clock, BreakerSettings(**breaker)), clock
+    settings = BreakerSettings(**{**RESIL1, **breaker})
+    return Resilience(MemoryRoutingState(clock), clock, settings), clock
 
 
 def ctx(clock: FakeClock, **kw: Any) -> LadderContext:
@@ -245,13 +251,24 @@ async def test_precall_fails_open_when_it_would_remove_everyone() -> None:
 
 
 async def test_precall_keeps_unknown_windows_and_capabilities() -> None:
-    """RESIL-8: unknown (0) windows and unlisted capabilities are not grounds to skip."""
-    unknown = cand("a", window=0, caps=frozenset())
+    """RESIL-8: unknown (0) windows and unknown capabilities are not grounds to skip."""
+    unknown = cand("a", window=0, caps=None)
     res = await PreCallFilter()(
         [unknown],
         LadderContext(now=T0, estimated_prompt_tokens=10**6, required_capabilities=frozenset({"tools"})),
     )
     assert res.survivors == [unknown]
+
+
+async def test_precall_skips_declared_empty_capabilities_but_keeps_unknown_ones() -> None:
+    """RESIL-8: capabilities declared empty mean none (skipped when tools are needed); unknown
+    capabilities are kept."""
+    none, unknown = cand("a", caps=frozenset()), cand("b", caps=None)
+    res = await PreCallFilter()(
+        [none, unknown], LadderContext(now=T0, required_capabilities=frozenset({"tools"}))
+    )
+    assert keys(res.survivors) == [unknown.key]
+    assert [e.reason for e in res.exclusions] == ["lacks capability: tools"]
 
 
 async def test_after_context_overflow_only_larger_windows_remain() -> None:
@@ -330,7 +347,7 @@ async def test_recheck_keeps_a_probe_we_hold_and_drops_it_when_excluded() -> Non
         base_s=3,
         max_s=300,
         max_hint_s=1800,
-        reason="rl",
+        reason="rate limited (429)",
         last_error="",
     )
     assert await r.recheck(a) is not None

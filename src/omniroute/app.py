@@ -19,6 +19,7 @@ from omniroute.api.admin import build_admin_app
 from omniroute.api.asgi import Message, Receive, Scope, Send, send_json
 from omniroute.api.models import list_models
 from omniroute.api.routes import GwHandler, route_table
+from omniroute.clock import Clock
 from omniroute.config import Config, ConfigError
 from omniroute.errors import GatewayError, PayloadTooLarge
 from omniroute.gateway import Gateway
@@ -30,8 +31,8 @@ log = logging.getLogger("omniroute")
 class OmniRouteApp:
     """The ASGI callable. ``gateway`` is available for tests and the CLI."""
 
-    def __init__(self, config: Config, *, tune_gc: bool = False) -> None:
-        self.gateway = Gateway(config)
+    def __init__(self, config: Config, *, tune_gc: bool = False, clock: Clock | None = None) -> None:
+        self.gateway = Gateway(config, clock=clock)
         self.tune_gc = tune_gc
         self.admin = build_admin_app(self.gateway)
         exact, self.pattern_routes = route_table(wire.FORMATS)
@@ -150,7 +151,10 @@ async def _method_not_allowed(scope: Scope, send: Send) -> None:
     await send_json(send, 405, openai_error(err), [(b"allow", b"POST")])
 
 
-def create_app(config: Config | None = None, *, tune_gc: bool = False) -> OmniRouteApp:
+def create_app(
+    config: Config | None = None, *, tune_gc: bool = False, clock: Clock | None = None
+) -> OmniRouteApp:
     """Build the ASGI app for ``config`` (defaults when ``None``); ``tune_gc`` for a dedicated server
-    process (``omniroute serve``), not for apps embedded in a test process."""
-    return OmniRouteApp(config or Config(), tune_gc=tune_gc)
+    process (``omniroute serve``), not for apps embedded in a test process; ``clock`` for the
+    gateway (default the process clock)."""
+    return OmniRouteApp(config or Config(), tune_gc=tune_gc, clock=clock)

@@ -10,13 +10,14 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from omniroute import wire
+from omniroute.clock import Clock
 from omniroute.config import Config, ConfigError, ProviderConfig
 from omniroute.providers.catalog import Catalog, ModelOverride, ProviderOverride
 from omniroute.resilience.breaker import BreakerSettings
 from omniroute.resilience.cooldown import CooldownSettings
 from omniroute.resilience.ladder import Resilience
 from omniroute.resilience.lockout import LockoutSettings
-from omniroute.state.base import RoutingState, SystemClock
+from omniroute.state.base import RoutingState
 from omniroute.values import Connection
 
 if TYPE_CHECKING:
@@ -39,18 +40,24 @@ def check_provider_formats(config: Config) -> None:
         raise ConfigError(errors, source=config.source_path)
 
 
-def build_resilience(config: Config, state: RoutingState) -> Resilience:
-    """The ladder with the configured RESIL-1/2/3 settings."""
+def build_resilience(config: Config, state: RoutingState, clock: Clock) -> Resilience:
+    """The ladder with the configured RESIL-1/2/3 settings, on ``clock`` (the gateway's)."""
     r = config.resilience
     return Resilience(
         state,
-        SystemClock(),
+        clock,
         BreakerSettings(
             failure_threshold=r.circuit_breaker.failure_threshold,
             reset_timeout_s=r.circuit_breaker.reset_timeout_s,
             half_open_probes=r.circuit_breaker.half_open_probes,
+            max_reset_timeout_s=r.circuit_breaker.max_reset_timeout_s,
         ),
-        CooldownSettings(base_s=r.cooldown.base_s, max_s=r.cooldown.max_s, max_hint_s=r.cooldown.max_hint_s),
+        CooldownSettings(
+            base_s=r.cooldown.base_s,
+            max_s=r.cooldown.max_s,
+            max_hint_s=r.cooldown.max_hint_s,
+            server_error_max_s=r.cooldown.server_error_max_s,
+        ),
         LockoutSettings(base_s=r.lockout.base_s, max_s=r.lockout.max_s),
     )
 

@@ -16,9 +16,9 @@ Every error a client can see is a :class:`GatewayError`; it carries the HTTP ``s
     │   ├── BudgetExceeded            402 key budget or strict per-request budget (API-8, AUTO-7)
     │   └── ModelNotFound             404 unknown model id (SPEC §4)
     ├── UpstreamError                 one failed attempt; ``kind`` drives the ladder (RESIL-5)
-    │   subclasses by kind: RateLimited, Overloaded, ServerError, Timeout, ConnectionFailed,
-    │   AuthInvalid, QuotaExhausted, ModelUnavailable, ContextOverflow, UpstreamBadRequest,
-    │   ContentFiltered, StreamBroken
+    │   subclasses by kind: RateLimited, Overloaded, ServerError (ResponseTooLarge), Timeout,
+    │   ConnectionFailed, AuthInvalid, QuotaExhausted, ModelUnavailable, ContextOverflow,
+    │   UpstreamBadRequest, ContentFiltered, StreamBroken
     ├── ExhaustedError                every candidate failed or was filtered (RESIL-7)
     └── ClientDisconnected            499, the client went away; nothing is retried
 
@@ -316,6 +316,14 @@ class ContentFiltered(UpstreamError):
     code = "content_filter"
     type = "invalid_request_error"
     retryable = False
+
+
+class ResponseTooLarge(ServerError):
+    """The upstream sent more than ``upstream_limits`` allows (a body or one stream event): the read
+    stops at the limit, the attempt is a 502 counted against the provider and the request falls back.
+    """
+
+    code = "upstream_response_too_large"
 
 
 class StreamBroken(UpstreamError):

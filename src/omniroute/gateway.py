@@ -23,13 +23,14 @@ import orjson
 
 from omniroute import bootstrap, wire
 from omniroute.api.deadlines import BodyDeadlines
+from omniroute.clock import Clock, SystemClock
 from omniroute.config import Config, ConfigError
 from omniroute.core.combo import Combo, ComboMapping, missing_targets
 from omniroute.errors import AuthenticationFailed, BudgetExceeded, PermissionDenied
 from omniroute.observe.batch import BatchWriter
 from omniroute.observe.metrics import Metrics
 from omniroute.providers.catalog import Catalog
-from omniroute.providers.upstream import AttemptTimeouts, UpstreamClient
+from omniroute.providers.upstream import AttemptTimeouts, ReadLimits, UpstreamClient
 from omniroute.routing.decision import Decision, expand_stored
 from omniroute.routing.engine import Engine, Outcome, RetrySettings, StreamOutcome
 from omniroute.routing.multicall import execute_multi_call, is_multi_call
@@ -63,10 +64,14 @@ KEY_MEMO_MAX = 10_000  # plaintext → record cache of valid keys, so a key is h
 
 
 class Gateway:
-    """Process-wide services. Call :meth:`start` once inside the event loop and :meth:`stop` at exit."""
+    """Process-wide services. Call :meth:`start` once inside the event loop and :meth:`stop` at exit.
 
-    def __init__(self, config: Config) -> None:
+    ``clock`` is the time routing state and the ladder read (default the process clock; tests pass a
+    :class:`~omniroute.clock.FakeClock` to drive cooldowns and breakers without waiting)."""
+
+    def __init__(self, config: Config, *, clock: Clock | None = None) -> None:
         self.config = config
+        self.clock: Clock = clock or SystemClock()
         self.store: Store | None = None
         self.client = UpstreamClient(
             AttemptTimeouts(
@@ -74,7 +79,10 @@ class Gateway:
                 ttft_s=config.resilience.timeouts.ttft_s,
                 idle_s=config.resilience.timeouts.idle_s,
                 total_s=config.resilience.timeouts.total_s,
-            )
+            ),
+            limits=ReadLimits.from_mb(
+                config.upstream_limits.max_response_mb, config.upstream_limits.max_event_mb
+            ),
         )
         # STORE-2: shared routing state in Redis when configured (degrades to local state), else local
         self.redis_state: ResilientRoutingState | None = None
@@ -82,8 +90,8 @@ class Gateway:
             from omniroute.state.redis import ResilientRoutingState
 
             self.redis_state = ResilientRoutingState.from_url(config.redis_url)
-        self.state: RoutingState = self.redis_state or MemoryRoutingState()
-        self.resilience = bootstrap.build_resilience(config, self.state)
+        self.state: RoutingState = self.redis_state or MemoryRoutingState(self.clock)
+        self.resilience = bootstrap.build_resilience(config, self.state, self.clock)
         self.adapters: dict[str, ProviderAdapter] = wire.adapters()
         self.engine = Engine(
             client=self.client,
@@ -318,7 +326,7 @@ class Gateway:
         """The API key record for the request, or ``None`` when keys are not required.
 
         Raises :class:`AuthenticationFailed` (401) for a missing or unknown key when
-        ``server.require_api_key`` is on, or for an unknown key presented anyway (API-8).
+        ``server.require_api_key`` is on, and for a non-ASCII key always (no key can be one) (API-8).
         """
         key = None
         auth = headers.get("authorization")
@@ -330,6 +338,8 @@ class Gateway:
             if self.config.server.require_api_key:
                 raise AuthenticationFailed("Missing API key: send 'Authorization: Bearer <key>'.")
             return None
+        if not key.isascii():
+            raise AuthenticationFailed("Invalid API key: keys are ASCII text.")
         rec = self._key_memo.get(key)
         if rec is not None:
             return rec

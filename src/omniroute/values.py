@@ -15,14 +15,17 @@ AccountTier = Literal["ultra", "pro", "standard", "free"]
 
 @dataclass(frozen=True, slots=True)
 class ModelInfo:
-    """One catalog model (PROV-2). Prices in USD per 1M tokens; ``None`` when unknown."""
+    """One catalog model (PROV-2). Prices in USD per 1M tokens; ``None`` when unknown.
+
+    ``capabilities`` is ``None`` when unknown (no ``capabilities`` key anywhere: pre-call checks never
+    skip the model) and a set — possibly empty, meaning "none" — when declared (RESIL-8)."""
 
     id: str
     input_price: float | None = None
     output_price: float | None = None
     context_window: int = 0
     max_output_tokens: int = 0
-    capabilities: frozenset[str] = frozenset()
+    capabilities: frozenset[str] | None = None
     tier: str = "standard"
     name: str = ""
 

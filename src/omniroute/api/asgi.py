@@ -77,8 +77,41 @@ async def _read_body(receive: Receive, limit: int) -> bytes:
     return b"".join(chunks) if len(chunks) != 1 else chunks[0]
 
 
+MAX_JSON_DEPTH = 64
+"""Deepest nesting of objects and arrays accepted in a client body. Bodies are rebuilt recursively
+for the upstream and orjson writes at most 254 levels, so deeper input would fail there with a 500;
+real requests, tool schemas included, stay far below 64."""
+_ORJSON_DUMPS_MAX_DEPTH = 254  # orjson.dumps refuses deeper values with "Recursion limit reached"
+
+
+def _too_deep(body: bytes, data: Any) -> bool:
+    """Whether ``data`` (parsed from ``body``) nests deeper than :data:`MAX_JSON_DEPTH`.
+
+    A body with fewer brackets than the limit cannot be; otherwise ``data`` is serialised inside
+    ``254 - MAX_JSON_DEPTH`` one-element arrays, so orjson's own fixed limit trips exactly when
+    ``data`` is too deep: one C pass instead of a walk of every value in Python (hot path).
+    """
+    if body.count(b"{") + body.count(b"[") <= MAX_JSON_DEPTH:
+        return False
+    wrapped = data
+    for _ in range(_ORJSON_DUMPS_MAX_DEPTH - MAX_JSON_DEPTH):
+        wrapped = [wrapped]
+    try:
+        orjson.dumps(wrapped)
+    except orjson.JSONEncodeError as exc:
+        return "Recursion limit" in str(exc)
+    return False
+
+
+def _too_deep_error() -> InvalidRequest:
+    return InvalidRequest(
+        f"The request body nests objects and arrays deeper than {MAX_JSON_DEPTH} levels.", param="body"
+    )
+
+
 def parse_json_object(body: bytes, content_type: str | None) -> dict[str, Any]:
-    """Decode a JSON object body; raises :class:`InvalidRequest` naming what is wrong (API-6)."""
+    """Decode a JSON object body; raises :class:`InvalidRequest` naming what is wrong (API-6),
+    nesting deeper than :data:`MAX_JSON_DEPTH` included."""
     if content_type is not None and "json" not in content_type.lower():
         raise InvalidRequest(
             f"Unsupported Content-Type '{content_type}': send the body as application/json.",
@@ -89,7 +122,11 @@ def parse_json_object(body: bytes, content_type: str | None) -> dict[str, Any]:
     try:
         data = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
+        if exc.msg.startswith("depth limit exceeded"):  # deeper than orjson reads at all
+            raise _too_deep_error() from None
         raise InvalidRequest(f"The request body is not valid JSON: {exc}.", param="body") from None
+    if _too_deep(body, data):
+        raise _too_deep_error()
     if not isinstance(data, dict):
         raise InvalidRequest("The request body must be a JSON object.", param="body")
     return data

@@ -22,6 +22,7 @@ from omniroute.api.chat import chat_request, routing_headers, send_error
 from omniroute.errors import AttemptRecord, GatewayError, InvalidRequest, UpstreamError
 from omniroute.gateway import Gateway
 from omniroute.resilience.ladder import LadderContext
+from omniroute.resilience.redact import redact_error
 from omniroute.routing.decision import Decision
 from omniroute.routing.resolve import resolve
 from omniroute.values import Usage
@@ -113,11 +114,14 @@ async def embeddings(gw: Gateway, scope: Scope, receive: Receive, send: Send) ->
             a0 = time.monotonic()
             try:
                 resp = await gw.client.send(embeddings_request(cand, body), provider=cand.provider.id)
-                data = await resp.read()
-                resp.close()
+                try:
+                    data = await resp.read()
+                finally:
+                    resp.close()
                 if resp.status >= 400:
                     raise gw.adapters["openai"].classify_error(resp.status, resp.headers, data, cand)
             except UpstreamError as err:
+                redact_error(err, cand.connection.secret)
                 ms = (time.monotonic() - a0) * 1000
                 decision.attempts.append(
                     AttemptRecord(

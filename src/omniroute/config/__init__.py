@@ -54,6 +54,7 @@ __all__ = [
     "RetriesConfig",
     "ServerConfig",
     "TimeoutsConfig",
+    "UpstreamLimitsConfig",
     "config_from_dict",
     "load_config",
 ]
@@ -70,6 +71,12 @@ DEFAULT_REQUIRE_API_KEY = False
 DEFAULT_MAX_BODY_MB = 10.0
 DEFAULT_WORKERS = 1
 DEFAULT_STREAM_KEEPALIVE_S = 5.0
+DEFAULT_MAX_RESPONSE_MB = 32.0
+"""Largest upstream response body (MB, after decompression) read whole; past it the attempt fails with
+a 502 and the engine falls back. Generous for any chat or embeddings answer, small enough that a
+hostile upstream cannot exhaust memory (issue "no limit on upstream response size")."""
+DEFAULT_MAX_EVENT_MB = 8.0
+"""Largest single upstream SSE event (MB); a stream is bounded per event, not in total."""
 """Seconds a streaming request may wait for its first content before the response headers and a
 keep-alive go out (then one keep-alive per interval): clients abort streams whose headers take too
 long (Gemini CLI: 60 s), and proxies drop idle connections. ``0`` turns it off."""
@@ -90,11 +97,15 @@ DEFAULT_ALLOWED_MODELS: tuple[str, ...] = ("*",)
 
 # --- resilience (RESIL-1, RESIL-2, RESIL-3, RESIL-6) -------------------------------------------------
 DEFAULT_FAILURE_THRESHOLD = 5
-DEFAULT_RESET_TIMEOUT_S = 30.0
+# Recovery (RESIL-11): a recovered target must be back within 15 s under steady traffic, so the breaker
+# probes at least every 10 s and a server-error cooldown never outlasts 10 s.
+DEFAULT_RESET_TIMEOUT_S = 10.0
+DEFAULT_MAX_RESET_TIMEOUT_S = 10.0
 DEFAULT_HALF_OPEN_PROBES = 1
 DEFAULT_COOLDOWN_BASE_S = 3.0
 DEFAULT_COOLDOWN_MAX_S = 300.0
 DEFAULT_COOLDOWN_MAX_HINT_S = 1800.0
+DEFAULT_COOLDOWN_SERVER_ERROR_MAX_S = 10.0
 DEFAULT_LOCKOUT_BASE_S = 120.0
 DEFAULT_LOCKOUT_MAX_S = 1800.0
 DEFAULT_RETRIES_PER_TARGET = 1
@@ -140,7 +151,9 @@ class ServerConfig:
     """``server`` (OPS-1, OPS-2, API-8): listen ``host``/``port``, whether ``/v1`` requires an API key,
     the management ``admin_key`` (``None`` → management API on loopback only), the request body cap
     ``max_body_mb`` (megabytes, 413 above it), uvicorn ``workers`` and ``stream_keepalive_s``
-    (seconds; :data:`DEFAULT_STREAM_KEEPALIVE_S`) — the last two additions to the contract.
+    (seconds; :data:`DEFAULT_STREAM_KEEPALIVE_S`) — the last two additions to the contract — and
+    ``allowed_hosts``, the ``Host`` names the management API answers besides loopback ones (DNS
+    rebinding guard, :mod:`omniroute.api.hosts`).
     """
 
     host: str = DEFAULT_HOST
@@ -150,6 +163,19 @@ class ServerConfig:
     max_body_mb: float = DEFAULT_MAX_BODY_MB
     workers: int = DEFAULT_WORKERS
     stream_keepalive_s: float = DEFAULT_STREAM_KEEPALIVE_S
+    allowed_hosts: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamLimitsConfig:
+    """``upstream_limits``: the most the gateway reads from a provider, in megabytes (after
+    decompression): ``max_response_mb`` for a whole body (answers and error bodies),
+    ``max_event_mb`` for one streamed SSE event. Over a limit the attempt is a 502 counted against
+    the provider, so the request falls back.
+    """
+
+    max_response_mb: float = DEFAULT_MAX_RESPONSE_MB
+    max_event_mb: float = DEFAULT_MAX_EVENT_MB
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,23 +267,27 @@ class ChainEntryConfig:
 @dataclass(frozen=True, slots=True)
 class CircuitBreakerConfig:
     """Per-provider breaker (RESIL-1): OPEN after ``failure_threshold`` consecutive counted failures,
-    HALF_OPEN after ``reset_timeout_s`` seconds (doubling per re-open), admitting ``half_open_probes``.
+    HALF_OPEN after ``reset_timeout_s`` seconds (doubling per re-open, never beyond
+    ``max_reset_timeout_s`` nor below ``reset_timeout_s``; RESIL-11), admitting ``half_open_probes``.
     """
 
     failure_threshold: int = DEFAULT_FAILURE_THRESHOLD
     reset_timeout_s: float = DEFAULT_RESET_TIMEOUT_S
+    max_reset_timeout_s: float = DEFAULT_MAX_RESET_TIMEOUT_S
     half_open_probes: int = DEFAULT_HALF_OPEN_PROBES
 
 
 @dataclass(frozen=True, slots=True)
 class CooldownConfig:
     """Per-connection cooldown (RESIL-2), seconds: backoff ``base_s·2^level`` capped at ``max_s``;
-    upstream retry hints capped at ``max_hint_s``.
+    upstream retry hints capped at ``max_hint_s``; a cooldown caused by a server-side failure
+    (503/529/overloaded, or a hinted 5xx) never lasts longer than ``server_error_max_s`` (RESIL-11).
     """
 
     base_s: float = DEFAULT_COOLDOWN_BASE_S
     max_s: float = DEFAULT_COOLDOWN_MAX_S
     max_hint_s: float = DEFAULT_COOLDOWN_MAX_HINT_S
+    server_error_max_s: float = DEFAULT_COOLDOWN_SERVER_ERROR_MAX_S
 
 
 @dataclass(frozen=True, slots=True)
@@ -341,6 +371,7 @@ class Config:
     fallback_chains: Mapping[str, tuple[ChainEntryConfig, ...]] = field(default_factory=_empty_chains)
     resilience: ResilienceConfig = field(default_factory=ResilienceConfig)
     auto: AutoConfig = field(default_factory=AutoConfig)
+    upstream_limits: UpstreamLimitsConfig = field(default_factory=UpstreamLimitsConfig)
     combo_defaults: Mapping[str, Any] = field(default_factory=_empty_map)
     source_path: Path | None = None
 

@@ -24,6 +24,7 @@ from omniroute.config import (
     DEFAULT_COOLDOWN_BASE_S,
     DEFAULT_COOLDOWN_MAX_HINT_S,
     DEFAULT_COOLDOWN_MAX_S,
+    DEFAULT_COOLDOWN_SERVER_ERROR_MAX_S,
     DEFAULT_DATABASE_URL,
     DEFAULT_EXPLORATION_RATE,
     DEFAULT_FAILURE_THRESHOLD,
@@ -35,6 +36,9 @@ from omniroute.config import (
     DEFAULT_LOCKOUT_MAX_S,
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_MAX_BODY_MB,
+    DEFAULT_MAX_EVENT_MB,
+    DEFAULT_MAX_RESET_TIMEOUT_S,
+    DEFAULT_MAX_RESPONSE_MB,
     DEFAULT_PORT,
     DEFAULT_REQUIRE_API_KEY,
     DEFAULT_RESET_TIMEOUT_S,
@@ -61,6 +65,7 @@ from omniroute.config import (
     RetriesConfig,
     ServerConfig,
     TimeoutsConfig,
+    UpstreamLimitsConfig,
 )
 from omniroute.core.combo import Combo, ComboMapping, OptionsMap, strategy_context
 from omniroute.core.fields import Int, Number, field_message, key_path
@@ -141,6 +146,7 @@ class _Server(_Edge):
     max_body_mb: Number = Field(DEFAULT_MAX_BODY_MB, gt=0)
     workers: Int = Field(DEFAULT_WORKERS, ge=1)
     stream_keepalive_s: Number = Field(DEFAULT_STREAM_KEEPALIVE_S, ge=0)
+    allowed_hosts: list[_Str] = []
 
 
 class _ApiKey(_Edge):
@@ -198,6 +204,7 @@ class _ChainEntry(_Edge):
 class _CircuitBreaker(_Edge):
     failure_threshold: Int = Field(DEFAULT_FAILURE_THRESHOLD, ge=1)
     reset_timeout_s: Number = Field(DEFAULT_RESET_TIMEOUT_S, gt=0)
+    max_reset_timeout_s: Number = Field(DEFAULT_MAX_RESET_TIMEOUT_S, gt=0)
     half_open_probes: Int = Field(DEFAULT_HALF_OPEN_PROBES, ge=1)
 
 
@@ -205,6 +212,7 @@ class _Cooldown(_Edge):
     base_s: Number = Field(DEFAULT_COOLDOWN_BASE_S, gt=0)
     max_s: Number = Field(DEFAULT_COOLDOWN_MAX_S, gt=0)
     max_hint_s: Number = Field(DEFAULT_COOLDOWN_MAX_HINT_S, gt=0)
+    server_error_max_s: Number = Field(DEFAULT_COOLDOWN_SERVER_ERROR_MAX_S, gt=0)
 
 
 class _Lockout(_Edge):
@@ -232,6 +240,11 @@ class _Resilience(_Edge):
     timeouts: _Timeouts | None = None
 
 
+class _UpstreamLimits(_Edge):
+    max_response_mb: Number = Field(DEFAULT_MAX_RESPONSE_MB, gt=0)
+    max_event_mb: Number = Field(DEFAULT_MAX_EVENT_MB, gt=0)
+
+
 class _Auto(_Edge):
     exploration_rate: Number = Field(DEFAULT_EXPLORATION_RATE, ge=0, le=1)
     default_variant: _Str | None = None
@@ -250,6 +263,7 @@ class _Root(_Edge):
     fallback_chains: dict[str, list[_ChainEntry] | None] | None = None
     resilience: _Resilience | None = None
     auto: _Auto | None = None
+    upstream_limits: _UpstreamLimits | None = None
     combo_defaults: OptionsMap | None = None
 
 
@@ -299,7 +313,10 @@ def _check_unique(values: Iterable[str], section: str, key: str, errors: list[tu
 
 
 def _convert(root: _Root, errors: list[tuple[str, str]]) -> Config:
-    server = ServerConfig(**root.server.model_dump()) if root.server else ServerConfig()
+    server = ServerConfig()
+    if root.server:
+        dumped = root.server.model_dump()
+        server = ServerConfig(**dumped | {"allowed_hosts": tuple(h.lower() for h in dumped["allowed_hosts"])})
 
     api_keys = tuple(
         ApiKeyConfig(
@@ -373,6 +390,9 @@ def _convert(root: _Root, errors: list[tuple[str, str]]) -> Config:
         fallback_chains=MappingProxyType(chains),
         resilience=resilience,
         auto=auto,
+        upstream_limits=UpstreamLimitsConfig(**root.upstream_limits.model_dump())
+        if root.upstream_limits
+        else UpstreamLimitsConfig(),
         combo_defaults=MappingProxyType({}) if root.combo_defaults is None else root.combo_defaults,
     )
 

@@ -366,7 +366,7 @@ def _check_provider(p: ProviderInfo) -> None:
             )
         if m.tier not in TIERS:
             raise ValueError(f"{where}: tier {m.tier!r} is not one of {', '.join(TIERS)}")
-        unknown = sorted(m.capabilities.difference(CAPABILITIES))
+        unknown = sorted((m.capabilities or frozenset()).difference(CAPABILITIES))
         if unknown:
             raise ValueError(f"{where}: unknown capabilities {unknown} (known: {', '.join(CAPABILITIES)})")
 
@@ -390,7 +390,7 @@ def _union(have: tuple[str, ...], extra: Iterable[str]) -> tuple[str, ...]:
 
 
 def _serves_embeddings(models: Iterable[ModelInfo]) -> bool:
-    return any("embeddings" in m.capabilities for m in models)
+    return any(m.capabilities is not None and "embeddings" in m.capabilities for m in models)
 
 
 # -- our JSON format ------------------------------------------------------------------------------
@@ -440,7 +440,7 @@ def _parse_model(item: Any, where: str) -> ModelInfo:
         output_price=output_price,
         context_window=_tokens(item, "context_window", where),
         max_output_tokens=_tokens(item, "max_output_tokens", where),
-        capabilities=frozenset(_str_list(item, "capabilities", where)),
+        capabilities=frozenset(_str_list(item, "capabilities", where)) if "capabilities" in item else None,
         tier=_str(item, "tier", where) if tier is not None else _derived_tier(input_price, output_price),
         name=_str(item, "name", where, mid) or mid,
     )
@@ -477,16 +477,18 @@ def _parse_provider(item: Any, source: str) -> ProviderInfo:
 
 
 def _model_to_dict(m: ModelInfo) -> dict[str, Any]:
-    return {
+    out: dict[str, Any] = {
         "id": m.id,
         "name": m.name or m.id,
         "input_price": m.input_price,
         "output_price": m.output_price,
         "context_window": m.context_window,
         "max_output_tokens": m.max_output_tokens,
-        "capabilities": [c for c in CAPABILITIES if c in m.capabilities],
-        "tier": m.tier,
     }
+    if m.capabilities is not None:  # absent = unknown, [] = none (RESIL-8)
+        out["capabilities"] = [c for c in CAPABILITIES if c in m.capabilities]
+    out["tier"] = m.tier
+    return out
 
 
 def _provider_to_dict(p: ProviderInfo) -> dict[str, Any]:
@@ -520,7 +522,7 @@ def _merge_models(models: tuple[ModelInfo, ...], overrides: Iterable[ModelOverri
                     output_price=mo.output_price,
                     context_window=mo.context_window or 0,
                     max_output_tokens=mo.max_output_tokens or 0,
-                    capabilities=caps or frozenset(),
+                    capabilities=caps,
                     tier=mo.tier or _derived_tier(mo.input_price, mo.output_price),
                     name=mo.name or mo.id,
                 )
@@ -557,8 +559,8 @@ def _md_limit(obj: Any, key: str) -> int | None:
     return int(value) if value else None
 
 
-def _md_capabilities(m: dict[str, Any], caps: frozenset[str]) -> frozenset[str]:
-    out = set(caps)
+def _md_capabilities(m: dict[str, Any], caps: frozenset[str] | None) -> frozenset[str]:
+    out = set(caps or ())
     flags = {"tool_call": "tools", "reasoning": "reasoning", "structured_output": "structured_output"}
     for key, cap in flags.items():
         if m.get(key) is True:

@@ -4,7 +4,8 @@ One pooled aiohttp ``ClientSession`` per process with keep-alive and no retries 
 engine is the only retry layer). Third-party exceptions become :mod:`omniroute.errors` types here,
 at this one boundary. Timeouts follow RESIL-6: ``connect_s`` to open the socket, ``ttft_s`` until the
 response headers (and, for streams, until the first event), ``idle_s`` between stream events and
-``total_s`` for the whole attempt.
+``total_s`` for the whole attempt. What is read is bounded by :class:`ReadLimits` (config
+``upstream_limits``): a whole body, and each stream event, which is assembled in linear time.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 
 import aiohttp
 
-from omniroute.errors import ConnectionFailed, StreamBroken, Timeout, UpstreamError
+from omniroute.errors import ConnectionFailed, ResponseTooLarge, StreamBroken, Timeout, UpstreamError
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,20 +38,131 @@ class AttemptTimeouts:
     total_s: float = 600.0
 
 
+MB = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class ReadLimits:
+    """The most read from one upstream response, in bytes after decompression (config
+    ``upstream_limits``, whose defaults these are): a whole body, and one SSE event of a stream."""
+
+    max_body_bytes: int = 32 * MB
+    max_event_bytes: int = 8 * MB
+
+    @classmethod
+    def from_mb(cls, max_response_mb: float, max_event_mb: float) -> ReadLimits:
+        """Limits from the config's megabytes (1 MB = 2**20 bytes)."""
+        return cls(int(max_response_mb * MB), int(max_event_mb * MB))
+
+
+class SseAssembler:
+    """Incremental SSE parser: :meth:`feed` raw bytes as they arrive, get the complete events.
+
+    Linear in the bytes fed, however an event is split: a line still arriving is kept as a list of
+    pieces (joined once, when its newline comes) and complete lines of an unfinished event are parsed
+    at once, so no byte is scanned or copied more than twice. An event whose data outgrows
+    ``max_event_bytes`` raises :class:`ResponseTooLarge` as soon as it does, before more is buffered.
+    """
+
+    __slots__ = ("_data", "_event", "_partial", "_partial_size", "_size", "max_event_bytes", "provider")
+
+    def __init__(self, max_event_bytes: int, provider: str = "") -> None:
+        self.max_event_bytes = max_event_bytes
+        self.provider = provider
+        self._event = ""
+        self._data: list[bytes] = []
+        self._size = 0  # bytes of ``_data`` (plus its line breaks)
+        self._partial: list[bytes] = []  # the line still arriving, in pieces
+        self._partial_size = 0
+
+    def feed(self, chunk: bytes) -> tuple[list[tuple[str, bytes]], bool]:
+        """The ``(event, data)`` pairs ``chunk`` completes, and whether it held a comment line (a
+        heartbeat: the upstream is alive)."""
+        if b"\n" not in chunk:
+            self._partial.append(chunk)
+            self._partial_size += len(chunk)
+            self._check(self._size + self._partial_size)
+            return [], False
+        buf = b"".join((*self._partial, chunk)) if self._partial else chunk
+        batch: list[tuple[str, bytes]] = []
+        alive = False
+        if not self._data and not self._event and b"\r" not in buf:
+            # Whole events at once: split on the blank line ending each; the usual one-line
+            # ``data: …`` event needs no line parsing at all.
+            blocks = buf.split(b"\n\n")
+            rest = blocks.pop()
+            for block in blocks:
+                self._check(len(block))
+                if block[:6] == b"data: " and b"\n" not in block:
+                    batch.append(("", block[6:]))
+                elif block:
+                    alive = self._lines([*block.split(b"\n"), b""], batch) or alive
+            cut = rest.rfind(b"\n")
+            if cut >= 0:  # the complete lines of an unfinished event: parsed now, never rescanned
+                alive = self._lines(rest[:cut].split(b"\n"), batch) or alive
+                rest = rest[cut + 1 :]
+        else:
+            lines = buf.split(b"\n")
+            rest = lines.pop()
+            alive = self._lines(lines, batch)
+        self._partial = [rest] if rest else []
+        self._partial_size = len(rest)
+        self._check(self._size + self._partial_size)
+        return batch, alive
+
+    def finish(self) -> list[tuple[str, bytes]]:
+        """At the end of the stream: the last event, even without its blank line."""
+        batch: list[tuple[str, bytes]] = []
+        rest = b"".join(self._partial)
+        self._lines([*(rest.split(b"\n") if rest else ()), b""], batch)
+        self._partial, self._partial_size = [], 0
+        return batch
+
+    def _lines(self, lines: list[bytes], batch: list[tuple[str, bytes]]) -> bool:
+        alive = False
+        for line in lines:
+            if line[-1:] == b"\r":
+                line = line[:-1]
+            if not line:  # a blank line ends the event
+                if self._data:
+                    batch.append((self._event, b"\n".join(self._data)))
+                self._event, self._data, self._size = "", [], 0
+            elif line[:1] == b":":
+                alive = True  # comment / heartbeat
+            elif line.startswith(b"event:"):
+                self._event = line[6:].strip().decode("utf-8", "replace")
+            elif line.startswith(b"data:"):  # one optional space after the colon is dropped
+                value = line[6:] if line[5:6] == b" " else line[5:]
+                self._data.append(value)
+                self._size += len(value) + 1
+        return alive
+
+    def _check(self, size: int) -> None:
+        if size > self.max_event_bytes:
+            raise _too_large(self.provider, "stream event", self.max_event_bytes, 200)
+
+
 class UpstreamResponse:
     """An upstream response whose headers have arrived. ``status``, ``headers`` (lower-case keys).
 
     Read it with :meth:`read` (whole body) or :meth:`events` (SSE); always :meth:`close` it.
     """
 
-    __slots__ = ("_resp", "headers", "provider", "status", "timeouts")
+    __slots__ = ("_resp", "headers", "limits", "provider", "status", "timeouts")
 
-    def __init__(self, resp: aiohttp.ClientResponse, provider: str, timeouts: AttemptTimeouts) -> None:
+    def __init__(
+        self,
+        resp: aiohttp.ClientResponse,
+        provider: str,
+        timeouts: AttemptTimeouts,
+        limits: ReadLimits | None = None,
+    ) -> None:
         self._resp = resp
         self.status = resp.status
         self.headers = {k.lower(): v for k, v in resp.headers.items()}
         self.provider = provider
         self.timeouts = timeouts
+        self.limits = limits or ReadLimits()
 
     async def read(self) -> bytes:
         """The whole body; raises :class:`Timeout` after ``total_s`` and :class:`StreamBroken` on a cut."""
@@ -62,14 +174,23 @@ class UpstreamResponse:
 
     async def read_now(self) -> bytes:
         """The whole body with no timer of its own (the caller bounds it); :class:`StreamBroken` on
-        a cut connection."""
+        a cut connection, :class:`ResponseTooLarge` past ``limits.max_body_bytes`` (counted after
+        decompression, which aiohttp ≥ 3.13.3 does in bounded steps, so a gzip bomb stops there)."""
+        limit = self.limits.max_body_bytes
+        parts: list[bytes] = []
+        size = 0
         try:
-            return await self._resp.read()
+            async for chunk in self._resp.content.iter_any():
+                size += len(chunk)
+                if size > limit:
+                    raise _too_large(self.provider, "response body", limit, self.status)
+                parts.append(chunk)
         except (aiohttp.ClientError, ConnectionError) as exc:
             raise StreamBroken(
                 f"{self.provider}: connection lost while reading the body ({exc.__class__.__name__})",
                 provider=self.provider,
             ) from None
+        return b"".join(parts)
 
     async def events(self, first_timeout_s: float | None = None) -> AsyncIterator[tuple[str, bytes]]:
         """Yield ``(event, data)`` per SSE event as it arrives (:meth:`event_batches`, flattened)."""
@@ -84,7 +205,8 @@ class UpstreamResponse:
 
         The first event must arrive within ``first_timeout_s`` (TTFT) and each later read that
         completes an event within ``idle_s``; a stall raises :class:`Timeout`, a cut connection
-        :class:`StreamBroken`. Comment lines (heartbeats) keep the stream alive without yielding.
+        :class:`StreamBroken`, an event over ``limits.max_event_bytes`` :class:`ResponseTooLarge`.
+        Comment lines (heartbeats) keep the stream alive without yielding.
 
         A burst of events costs one read, one timer reset and one hop through this generator rather
         than one per line; every batch is yielded as soon as its read completes, so nothing waits
@@ -94,54 +216,18 @@ class UpstreamResponse:
         loop = asyncio.get_running_loop()
         idle = self.timeouts.idle_s
         wait = first_timeout_s if first_timeout_s is not None else idle
-        event = ""
-        data: list[bytes] = []
-        tail = b""
+        sse = SseAssembler(self.limits.max_event_bytes, self.provider)
         got_any = False
         try:
             async with asyncio.timeout(wait) as cm:
                 while True:
                     chunk = await content.readany()
                     if not chunk:
-                        for line in tail.split(b"\n") if tail else ():  # last lines without a newline
-                            line = line.rstrip(b"\r")
-                            if line.startswith(b"event:"):
-                                event = line[6:].strip().decode("utf-8", "replace")
-                            elif line[:1] != b":":
-                                self._parse_line(line, data)
-                        if data:
-                            yield [(event, b"\n".join(data))]
+                        last = sse.finish()
+                        if last:
+                            yield last
                         return
-                    buf = tail + chunk if tail else chunk
-                    batch: list[tuple[str, bytes]] = []
-                    alive = False
-                    if not data and not event and b"\r" not in buf:
-                        # Whole events at once: split on the blank line ending each; the usual
-                        # one-line ``data: …`` event needs no line parsing at all.
-                        blocks = buf.split(b"\n\n")
-                        tail = blocks.pop()
-                        for block in blocks:
-                            if block[:6] == b"data: " and b"\n" not in block:
-                                batch.append(("", block[6:]))
-                            elif block:
-                                alive = self._block(block, batch) or alive
-                    else:
-                        lines = buf.split(b"\n")
-                        tail = lines.pop()
-                        for line in lines:
-                            if line[-1:] == b"\r":
-                                line = line[:-1]
-                            if not line:
-                                if data:
-                                    batch.append((event, b"\n".join(data)))
-                                    event, data = "", []
-                                continue
-                            if line[:1] == b":":
-                                alive = True  # comment / heartbeat: the upstream is alive
-                            elif line.startswith(b"event:"):
-                                event = line[6:].strip().decode("utf-8", "replace")
-                            else:
-                                self._parse_line(line, data)
+                    batch, alive = sse.feed(chunk)
                     if batch or alive:
                         got_any = got_any or bool(batch)
                         cm.reschedule(loop.time() + idle)
@@ -158,32 +244,6 @@ class UpstreamResponse:
                 f"{self.provider}: stream connection lost ({exc.__class__.__name__})", provider=self.provider
             ) from None
 
-    @classmethod
-    def _block(cls, block: bytes, batch: list[tuple[str, bytes]]) -> bool:
-        """One complete event (its lines, no blank line) into ``batch``; True when it holds a
-        comment (a heartbeat: the upstream is alive)."""
-        event = ""
-        data: list[bytes] = []
-        alive = False
-        for line in block.split(b"\n"):
-            if not line:
-                continue
-            if line[:1] == b":":
-                alive = True
-            elif line.startswith(b"event:"):
-                event = line[6:].strip().decode("utf-8", "replace")
-            else:
-                cls._parse_line(line, data)
-        if data:
-            batch.append((event, b"\n".join(data)))
-        return alive
-
-    @staticmethod
-    def _parse_line(line: bytes, data: list[bytes]) -> None:
-        """A ``data:`` field line appends its value (one optional space after the colon is dropped)."""
-        if line.startswith(b"data:"):
-            data.append(line[6:] if line[5:6] == b" " else line[5:])
-
     def close(self) -> None:
         """Release the connection (aborting it when the body was not fully read)."""
         self._resp.close()
@@ -192,8 +252,11 @@ class UpstreamResponse:
 class UpstreamClient:
     """Owns the process's single aiohttp session (PROV-4). Create once at start-up, ``close`` at exit."""
 
-    def __init__(self, timeouts: AttemptTimeouts, *, limit: int = 1000) -> None:
+    def __init__(
+        self, timeouts: AttemptTimeouts, *, limits: ReadLimits | None = None, limit: int = 1000
+    ) -> None:
         self.timeouts = timeouts
+        self.limits = limits or ReadLimits()
         self._limit = limit
         self._session: aiohttp.ClientSession | None = None
         # one immutable ClientTimeout per connect timeout, instead of one per request
@@ -267,14 +330,14 @@ class UpstreamClient:
             raise ConnectionFailed(
                 f"{provider}: upstream connection failed ({exc.__class__.__name__}: {exc})", provider=provider
             ) from None
-        return UpstreamResponse(resp, provider, t)
+        return UpstreamResponse(resp, provider, t, self.limits)
 
     async def get(self, url: str, headers: dict[str, str], *, timeout_s: float = 5.0) -> tuple[int, bytes]:
         """A plain GET (``doctor`` reachability checks); raises :class:`UpstreamError` subclasses."""
         session = self._ensure()
         try:
             async with session.get(url, headers=headers, timeout=aiohttp.ClientTimeout(total=timeout_s)) as r:
-                return r.status, await r.read()
+                return r.status, await UpstreamResponse(r, url, self.timeouts, self.limits).read_now()
         except TimeoutError:
             raise Timeout(f"GET {url}: timeout after {timeout_s:g}s") from None
         except (aiohttp.ClientError, OSError) as exc:
@@ -290,8 +353,23 @@ def _ttft_timeout(provider: str, t: AttemptTimeouts) -> Timeout:
     return Timeout(f"{provider}: no response headers within {t.ttft_s:g}s (TTFT timeout)", provider=provider)
 
 
+def _too_large(provider: str, what: str, limit: int, status: int) -> ResponseTooLarge:
+    return ResponseTooLarge(
+        f"{provider}: upstream {what} larger than {limit / MB:g} MB (upstream_limits)",
+        provider=provider,
+        upstream_status=status,
+    )
+
+
 def _body_timeout(provider: str, t: AttemptTimeouts) -> Timeout:
     return Timeout(f"{provider}: response body not complete after {t.total_s:g}s", provider=provider)
 
 
-__all__ = ["AttemptTimeouts", "UpstreamClient", "UpstreamError", "UpstreamResponse"]
+__all__ = [
+    "AttemptTimeouts",
+    "ReadLimits",
+    "SseAssembler",
+    "UpstreamClient",
+    "UpstreamError",
+    "UpstreamResponse",
+]

@@ -6,6 +6,8 @@ import math
 import time
 from datetime import UTC, datetime
 
+from omniroute.errors import UpstreamError
+
 
 def hms(epoch_s: float) -> str:
     """Local wall-clock ``HH:MM:SS`` of an instant (epoch s)."""
@@ -28,3 +30,19 @@ def short(text: str, limit: int = 160) -> str:
     """One line of at most ``limit`` characters."""
     one = " ".join(text.split())
     return one if len(one) <= limit else one[: limit - 1] + "…"
+
+
+def reset_note(err: UpstreamError, now: float, max_hint_s: float | None) -> str:
+    """``resets <ISO instant>`` when ``err``'s wait hint (seconds from ``now``, epoch s) is longer than
+    ``max_hint_s`` — the state then holds the target for less than the upstream's own reset — else
+    ``""``."""
+    hint = err.retry_after_s
+    if hint is None or max_hint_s is None or hint <= max_hint_s:
+        return ""
+    return f"resets {iso(now + hint)}"
+
+
+def with_status(what: str, err: UpstreamError, note: str = "") -> str:
+    """``what (status, note)``, leaving out whichever of the status and the note is missing."""
+    inner = ", ".join(x for x in (str(err.upstream_status or ""), note) if x)
+    return f"{what} ({inner})" if inner else what

@@ -14,6 +14,7 @@ from omniroute.errors import (
     ConnectionFailed,
     ContentFiltered,
     ContextOverflow,
+    ResponseTooLarge,
     StreamBroken,
     Timeout,
     UpstreamBadRequest,
@@ -29,7 +30,7 @@ __all__ = ["COUNTED_STATUSES", "BreakerSettings", "CircuitBreaker", "is_counted"
 COUNTED_STATUSES = frozenset({408, 500, 502, 503, 504})
 """HTTP statuses that count as provider failures (RESIL-1; 429 and other 4xx deliberately not)."""
 
-_COUNTED_CLASSES = (Timeout, ConnectionFailed, StreamBroken)
+_COUNTED_CLASSES = (Timeout, ConnectionFailed, StreamBroken, ResponseTooLarge)
 _NEVER_COUNTED = (
     UpstreamBadRequest,
     ContextOverflow,
@@ -42,25 +43,34 @@ class BreakerSettings:
     """Breaker knobs (config ``resilience.circuit_breaker``).
 
     ``failure_threshold`` consecutive counted failures open it (RESIL-1, default 5);
-    ``reset_timeout_s`` seconds OPEN before a probe (RESIL-1, default 30); ``half_open_probes``
-    probes admitted while HALF_OPEN (RESIL-1, default 1); ``max_multiplier`` caps the doubling of the
-    reset timeout per re-open (RESIL-1 "capped ×16"); ``probe_lease_s`` seconds after which an
-    unreported probe slot frees itself (not in SPEC; guards against abandoned probes);
-    ``counted_statuses`` (RESIL-1).
+    ``reset_timeout_s`` seconds OPEN before a probe (RESIL-1; default 10, not SPEC's 30, so that a
+    recovered provider is probed soon enough for RESIL-11); ``half_open_probes`` probes admitted while
+    HALF_OPEN (RESIL-1, default 1); ``max_multiplier`` caps the doubling of the reset timeout per
+    re-open (RESIL-1 "capped ×16"); ``max_reset_timeout_s`` caps it absolutely (RESIL-11, default 10:
+    one probe every 10 s at most during an outage of any length; never below ``reset_timeout_s``);
+    ``probe_lease_s`` seconds after which an unreported probe slot frees itself (not in SPEC; guards
+    against abandoned probes); ``counted_statuses`` (RESIL-1).
     """
 
     failure_threshold: int = 5
-    reset_timeout_s: float = 30.0
+    reset_timeout_s: float = 10.0
     half_open_probes: int = 1
     max_multiplier: float = 16.0
+    max_reset_timeout_s: float = 10.0
     probe_lease_s: float = 120.0
     counted_statuses: frozenset[int] = COUNTED_STATUSES
+
+    @property
+    def effective_multiplier(self) -> float:
+        """The cap of the re-open doubling as a multiple of ``reset_timeout_s``: ``max_multiplier``,
+        lowered so the window never exceeds ``max_reset_timeout_s`` (and never below ×1)."""
+        return max(1.0, min(self.max_multiplier, self.max_reset_timeout_s / self.reset_timeout_s))
 
 
 def is_counted(err: UpstreamError, settings: BreakerSettings | None = None) -> bool:
     """Whether ``err`` counts against its provider's breaker (RESIL-1): timeouts, connection errors,
-    broken streams, and upstream statuses 408/500/502/503/504 — never 429, never the request's own
-    fault (bad request, context overflow, content filter)."""
+    broken streams, oversized answers (``upstream_limits``) and upstream statuses 408/500/502/503/504
+    — never 429, never the request's own fault (bad request, context overflow, content filter)."""
     if isinstance(err, _NEVER_COUNTED):
         return False
     if isinstance(err, _COUNTED_CLASSES):
@@ -115,7 +125,7 @@ class CircuitBreaker:
             now,
             failure_threshold=s.failure_threshold,
             reset_timeout_s=s.reset_timeout_s,
-            max_multiplier=s.max_multiplier,
+            max_multiplier=s.effective_multiplier,
             reason=failure_reason(err),
         )
         return self._logged(change, now)

@@ -360,7 +360,12 @@ def _implied_status(obj: dict[str, Any]) -> int:
 
 
 def error_from_payload(
-    obj: dict[str, Any], *, provider: str, in_stream: bool, rules: Sequence[Rule] = RULES
+    obj: dict[str, Any],
+    *,
+    provider: str,
+    in_stream: bool,
+    now: float | None = None,
+    rules: Sequence[Rule] = RULES,
 ) -> UpstreamError:
     """Classify an error object that arrived without an error status: inside a 200 body or as a
     stream event (RESIL-5, RESIL-9), e.g. OpenAI ``{"error": {...}}`` or Anthropic
@@ -369,12 +374,13 @@ def error_from_payload(
     The HTTP status is implied from the payload (numeric ``code``, Anthropic/OpenAI ``type``, Gemini
     ``status``) and stored as ``upstream_status`` (0 when none is implied); the table then applies as
     in :func:`classify_http`. When no rule matches, the result is :class:`StreamBroken` for a
-    stream event and :class:`ServerError` otherwise. ``retry_after_s`` comes from the message text.
+    stream event and :class:`ServerError` otherwise. ``retry_after_s`` comes from the message text;
+    ``now`` (epoch s, default the system clock) resolves reset instants written in it.
     """
     info = _info_from_obj(obj)
     status = _implied_status(obj)
     rule = match_rule(status, info, rules)
-    wait = parse_wait_hint(None, f"{info.message}\n{info.detail}", 0.0)
+    wait = parse_wait_hint(None, f"{info.message}\n{info.detail}", time.time() if now is None else now)
     error = StreamBroken if rule is _DEFAULT_RULE and in_stream else rule.error
     return _build(
         error, rule, status, info, info.message or "upstream returned an error object", wait, provider

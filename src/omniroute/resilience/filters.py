@@ -18,10 +18,10 @@ from typing import Any, Protocol
 from omniroute.errors import ExclusionRecord
 from omniroute.resilience._fmt import until_text
 from omniroute.resilience.breaker import CircuitBreaker
-from omniroute.resilience.cooldown import ConnectionCooldown
+from omniroute.resilience.cooldown import ConnectionCooldown, is_failure_cooldown
 from omniroute.resilience.lockout import ModelLockout
 from omniroute.resilience.precall import prompt_profile
-from omniroute.state.records import BreakerState, LockKey, ProbeVerdict, breaker_view
+from omniroute.state.records import BreakerState, CooldownRecord, LockKey, ProbeVerdict, breaker_view
 from omniroute.values import Candidate
 
 __all__ = [
@@ -158,7 +158,11 @@ class ProbeFilter:
 
 class CooldownFilter:
     """Tier 2 (RESIL-2, PROV-3): drop inactive connections, connections with invalid credentials,
-    connections cooling down, and connections at their ``max_concurrent`` in-flight limit."""
+    connections cooling down, and connections at their ``max_concurrent`` in-flight limit.
+
+    A connection cooling down after a server-side failure (:func:`is_failure_cooldown`) passes while
+    its provider's breaker is HALF_OPEN, so the probe that can close the breaker is not held back by
+    a cooldown of the same outage (RESIL-11); :class:`ProbeFilter` then admits at most the probe."""
 
     __slots__ = ("cooldown",)
 
@@ -170,6 +174,7 @@ class CooldownFilter:
         records = await state.get_cooldowns({c.connection.id for c in candidates})
         capped = {c.connection.id for c in candidates if c.connection.max_concurrent}
         inflight = await state.get_inflight(capped) if capped else {}
+        probing = await self._probing(candidates, records, ctx.now)
         out = FilterResult([])
         for cand in candidates:
             conn = cand.connection
@@ -179,7 +184,7 @@ class CooldownFilter:
                 reason = "connection inactive"
             elif rec is not None and rec.invalid:
                 reason = f"credentials invalid: {rec.invalid_reason}"
-            elif rec is not None and rec.until > ctx.now:
+            elif rec is not None and rec.until > ctx.now and cand.provider.id not in probing:
                 reason = f"{rec.reason or 'cooling down'} until {until_text(rec.until, ctx.now)}"
             elif conn.max_concurrent and inflight.get(conn.id, 0) >= conn.max_concurrent:
                 reason = f"connection at max_concurrent ({inflight[conn.id]}/{conn.max_concurrent} in flight)"
@@ -188,6 +193,23 @@ class CooldownFilter:
             else:
                 out.exclusions.append(exclusion(cand, reason))
         return out
+
+    async def _probing(
+        self, candidates: Sequence[Candidate], records: Mapping[str, CooldownRecord], now: float
+    ) -> set[str]:
+        """Providers whose breaker is HALF_OPEN at ``now`` among those of candidates held back only by
+        a failure cooldown; the breaker is read only when such a candidate exists."""
+        held = {
+            c.provider.id
+            for c in candidates
+            if (rec := records.get(c.connection.id)) is not None
+            and rec.until > now
+            and is_failure_cooldown(rec)
+        }
+        if not held:
+            return held
+        breakers = await self.cooldown.state.get_breakers(held)
+        return {p for p in held if breaker_view(breakers[p], now) is BreakerState.HALF_OPEN}
 
 
 class LockoutFilter:
@@ -219,9 +241,9 @@ class PreCallFilter:
 
     Excludes candidates whose known context window is smaller than the estimated prompt, or that
     lack a required capability; if that would remove every candidate, none is removed (fail-open).
-    A model with no listed capabilities is treated as unknown and kept. After a context overflow,
-    windows below ``ctx.min_context`` are removed unconditionally (that limit is a fact from the
-    upstream, not an estimate); unknown windows (0) are kept.
+    Capabilities declared empty mean "none"; a model whose capabilities are unknown (``None``) is
+    kept. After a context overflow, windows below ``ctx.min_context`` are removed unconditionally
+    (that limit is a fact from the upstream, not an estimate); unknown windows (0) are kept.
     """
 
     __slots__ = ()
@@ -267,7 +289,7 @@ class PreCallFilter:
         if window and ctx.estimated_prompt_tokens > window:
             reasons.append(f"context window {window} < estimated prompt {ctx.estimated_prompt_tokens} tokens")
         caps = cand.model.capabilities
-        if ctx.required_capabilities and caps:
+        if ctx.required_capabilities and caps is not None:  # None = unknown, never skipped
             missing = sorted(ctx.required_capabilities - caps)
             if missing:
                 reasons.append(f"lacks capability: {', '.join(missing)}")

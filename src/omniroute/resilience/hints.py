@@ -3,7 +3,8 @@
 Owns the parsing of how long an upstream asks us to wait — ``retry-after-ms``, ``Retry-After``
 (seconds or HTTP date), ``x-ratelimit-reset[-requests|-tokens]`` (OpenAI durations such as ``6m0s``),
 ``anthropic-ratelimit-*-reset`` (RFC 3339) and message texts ("try again in 20s", "Please retry in
-2.4s", Gemini ``retryDelay``) — and of the remaining-quota headers into a :class:`QuotaSnapshot`.
+2.4s", "Resets in 92h27m28s", "try again in 3 days", "resets at 2026-12-02T10:00:00Z", Gemini
+``retryDelay``) — and of the remaining-quota headers into a :class:`QuotaSnapshot`.
 All waits are seconds (float, ≥ 0); all instants epoch seconds. Pure functions, no state.
 """
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from email.utils import parsedate_to_datetime
 
 from omniroute.state.records import QuotaDimension, QuotaSnapshot
@@ -24,14 +25,30 @@ __all__ = [
     "parse_wait_hint",
 ]
 
-_UNIT_S = {"ms": 0.001, "h": 3600.0, "m": 60.0, "s": 1.0}
+_UNIT_S = {"ms": 0.001, "w": 604800.0, "d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
+# One ``<number><unit>`` pair; pairs may be joined by spaces, commas or "and" ("1 hour and 5 minutes").
 _PAIR = re.compile(
-    r"\s*(\d+(?:\.\d+)?)\s*"
-    r"(ms|msecs?|milliseconds?|h|hrs?|hours?|m|mins?|minutes?|s|secs?|seconds?)(?![a-z])",
+    r"\s*(?:(?:,|and)\s*)?(\d+(?:\.\d+)?)\s*"
+    r"(ms|msecs?|milliseconds?|w|wks?|weeks?|d|days?|h|hrs?|hours?|m|mins?|minutes?|s|secs?|seconds?)"
+    r"(?![a-z])",
     re.IGNORECASE,
 )
+# What leads a wait or reset hint in an error message: "try again in", "retry after", "resets in",
+# "will reset at", "wait", "available again in", "renews on", "refreshes at" …
 _TEXT_LEAD = re.compile(
-    r"(?:try\s+again|retry|reset|wait)(?:\s+(?:in|after|for))?\s+(?:about\s+|approximately\s+|~\s*)?",
+    r"(?:try(?:ing)?\s+again|retry|resets?|resetting|wait|available(?:\s+again)?|renews?|refresh(?:es)?)"
+    r"(?:\s+(?:in|after|for|at|on))?\s+(?:about\s+|approximately\s+|~\s*)?",
+    re.IGNORECASE,
+)
+# An ISO 8601 / RFC 3339 date with optional time and zone ("2026-12-02T10:00:00Z", "2026-12-02
+# 10:00 UTC", "2026-12-03"); a zone-less value is UTC.
+_ISO_AT = re.compile(
+    r"(\d{4}-\d{2}-\d{2})(?:[T ](\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?))?\s*(Z|UTC|GMT|[+-]\d{2}:?\d{2})?",
+    re.IGNORECASE,
+)
+# A clock time ("10:00 UTC", "2:30 pm", "14:30:00Z"): the next such instant, UTC unless it says else.
+_CLOCK_AT = re.compile(
+    r"(\d{1,2}):(\d{2})(?::(\d{2}))?\s*([ap]\.?m\.?)?\s*(Z|UTC|GMT|[+-]\d{2}:?\d{2})?(?![\d:])",
     re.IGNORECASE,
 )
 _RETRY_DELAY = re.compile(r'"retryDelay"\s*:\s*"(\d+(?:\.\d+)?)s"')
@@ -188,12 +205,54 @@ def _retry_after(raw: str, now: float) -> float | None:
     return max(0.0, dt.timestamp() - now)
 
 
-def parse_text_wait(text: str) -> float | None:
-    """A wait hint in an error message, in seconds, or ``None`` (RESIL-2 "try again in Ns").
+def _absolute_at(text: str, pos: int, now: float) -> float | None:
+    """Seconds from ``now`` to the date or clock time written at ``pos``, or ``None``."""
+    m = _ISO_AT.match(text, pos)
+    if m is not None:
+        day, clock, zone = m.groups()
+        try:
+            at = datetime.fromisoformat(f"{day}T{clock or '00:00'}").replace(tzinfo=_zone(zone))
+        except ValueError:
+            return None
+        return max(0.0, at.timestamp() - now)
+    m = _CLOCK_AT.match(text, pos)
+    if m is None:
+        return None
+    hour, minute, second = int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
+    meridiem = (m.group(4) or "").replace(".", "").lower()
+    if meridiem:
+        if not 1 <= hour <= 12:
+            return None
+        hour = hour % 12 + (12 if meridiem == "pm" else 0)
+    if hour > 23 or minute > 59 or second > 59:
+        return None
+    tz = _zone(m.group(5))
+    today = datetime.fromtimestamp(now, tz)
+    at = today.replace(hour=hour, minute=minute, second=second, microsecond=0)
+    if at.timestamp() <= now:  # the next such time: tomorrow
+        at += timedelta(days=1)
+    return at.timestamp() - now
 
-    Understands "try again in 20s", "Please try again in 1.5 seconds", "retry after 30 seconds",
-    "try again in 6m0s", "Please retry in 2.4s" (Gemini), "reset after 1h 2m 3s", and Gemini's
-    ``"retryDelay": "37s"`` detail. The first parseable hint wins.
+
+def _zone(text: str | None) -> tzinfo:
+    """``Z``/``UTC``/``GMT``/none → UTC; ``+02:00``/``-0500`` → that fixed offset."""
+    if not text or text.upper() in ("Z", "UTC", "GMT"):
+        return UTC
+    sign = -1 if text[0] == "-" else 1
+    digits = text[1:].replace(":", "")
+    return timezone(sign * timedelta(hours=int(digits[:2]), minutes=int(digits[2:])))
+
+
+def parse_text_wait(text: str, now: float | None = None) -> float | None:
+    """A wait or reset hint in an error message, in seconds, or ``None`` (RESIL-2, RESIL-13).
+
+    A hint is a lead ("try again", "retry", "resets", "wait", "available again", "renews",
+    "refreshes", optionally followed by in/after/for/at/on) and then either a duration — "20s",
+    "1.5 seconds", "6m0s", "92h27m28s", "1h 5m", "1 hour and 5 minutes", "3 days", "2 weeks" — or,
+    when ``now`` (epoch s) is given, an instant: an ISO 8601 date ("2026-12-02T10:00:00Z",
+    "2026-12-02 10:00 UTC", "2026-12-03" = its midnight UTC) or a clock time ("10:00 UTC", "2:30 pm",
+    the next such time; UTC unless an offset is written). Gemini's ``"retryDelay": "37s"`` detail is
+    read too. The first parseable hint wins; instants in the past give 0.
     """
     if not text:
         return None
@@ -201,6 +260,10 @@ def parse_text_wait(text: str) -> float | None:
         parsed = _duration_prefix(text, m.end())
         if parsed is not None:
             return parsed[0]
+        if now is not None:
+            wait = _absolute_at(text, m.end(), now)
+            if wait is not None:
+                return wait
     m2 = _RETRY_DELAY.search(text)
     if m2 is not None:
         return float(m2.group(1))
@@ -208,13 +271,13 @@ def parse_text_wait(text: str) -> float | None:
 
 
 def parse_wait_hint(headers: Mapping[str, str] | None, text: str, now: float) -> float | None:
-    """Headers first (:func:`parse_header_wait`), then the message text (:func:`parse_text_wait`);
-    seconds or ``None``."""
+    """Headers first (:func:`parse_header_wait`), then the message text (:func:`parse_text_wait`,
+    instants resolved against ``now``, epoch s); seconds or ``None``."""
     if headers:
         wait = parse_header_wait(headers, now)
         if wait is not None:
             return wait
-    return parse_text_wait(text)
+    return parse_text_wait(text, now)
 
 
 def _num(raw: str | None) -> float | None:

@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from datetime import time as dtime
 
 from omniroute.errors import ModelUnavailable, QuotaExhausted, UpstreamError
+from omniroute.resilience._fmt import reset_note, with_status
 from omniroute.resilience.events import TransitionLog
 from omniroute.state.base import RoutingState
 from omniroute.state.records import Change, LockKey, LockoutRecord
@@ -39,16 +40,17 @@ def next_local_midnight(now: float) -> float:
     return datetime.combine(today + timedelta(days=1), dtime()).timestamp()
 
 
-def lockout_cause(err: UpstreamError) -> str:
+def lockout_cause(err: UpstreamError, now: float = 0.0, max_hint_s: float | None = None) -> str:
     """Cause text of a lock, e.g. ``quota exhausted (402)``, ``daily quota (429)``,
-    ``model unavailable (404)``."""
+    ``model unavailable (404)``; names the upstream's reset when its hint is longer than
+    ``max_hint_s`` (``quota exhausted (403, resets 2026-12-09T00:00:00Z)``, RESIL-13)."""
     if isinstance(err, QuotaExhausted) and err.until_midnight:
         what = "daily quota"
     elif isinstance(err, ModelUnavailable):
         what = "model unavailable"
     else:
         what = "quota exhausted"
-    return f"{what} ({err.upstream_status})" if err.upstream_status else what
+    return with_status(what, err, reset_note(err, now, max_hint_s))
 
 
 class ModelLockout:
@@ -86,7 +88,7 @@ class ModelLockout:
             until=next_local_midnight(now) if daily else None,
             hint_s=err.retry_after_s,
             max_hint_s=s.max_hint_s,
-            reason=lockout_cause(err),
+            reason=lockout_cause(err, now, s.max_hint_s),
         )
         return self._logged(change, now)
 

@@ -26,6 +26,7 @@ from omniroute.errors import (
     ExhaustedError,
     Overloaded,
     RateLimited,
+    ResponseTooLarge,
     ServerError,
     StreamBroken,
     Timeout,
@@ -33,6 +34,7 @@ from omniroute.errors import (
 )
 from omniroute.providers.upstream import AttemptTimeouts, UpstreamClient, UpstreamResponse
 from omniroute.resilience.ladder import LadderContext, Resilience
+from omniroute.resilience.redact import redact_error
 from omniroute.routing.decision import Decision
 from omniroute.values import Candidate, ChatRequest, Usage
 from omniroute.wire.base import ProviderAdapter, StreamParser
@@ -115,7 +117,7 @@ class StreamOutcome:
                 try:
                     self._feed(events, out)
                 except UpstreamError as exc:
-                    err = exc
+                    err = redact_error(exc, self.candidate.connection.secret)
                 if err is None and self.parser.done:
                     self.finished = True
                     out.extend(self._finish())
@@ -270,7 +272,7 @@ class Engine:
         ``asyncio.CancelledError`` when the client went away (the attempt is recorded as 499), else
         :class:`ExhaustedError` (RESIL-7).
         """
-        ctx = LadderContext.for_request(req.body, now=time.time())
+        ctx = LadderContext.for_request(req.body, now=self.resilience.clock.time())
         resilience = self.resilience
         result = await resilience.filter(candidates, ctx)
         survivors = result.survivors  # a fresh list, only read here
@@ -329,7 +331,7 @@ class Engine:
                 cand.connection.id,
             )
         if failed_before:
-            return await self.resilience.recheck(cand, time.time())
+            return await self.resilience.recheck(cand, self.resilience.clock.time())
         return None
 
     async def _try_candidate(
@@ -352,6 +354,7 @@ class Engine:
             try:
                 out = await self._attempt(cand, req, budget.deadline)
             except UpstreamError as err:
+                redact_error(err, cand.connection.secret)  # before any sink sees the upstream's text
                 await state.decr_inflight(cand.connection.id)
                 ms = (time.monotonic() - t0) * 1000
                 decision.attempts.append(
@@ -375,7 +378,7 @@ class Engine:
                 if wait is None:
                     return None
                 await asyncio.sleep(wait)
-                if await self.resilience.recheck(cand, time.time()) is not None:
+                if await self.resilience.recheck(cand, self.resilience.clock.time()) is not None:
                     return None
                 continue
             except asyncio.CancelledError:
@@ -530,7 +533,7 @@ class Engine:
             ):
                 status = 429
                 records = await self.resilience.state.get_cooldowns({c.connection.id for c in candidates})
-                now = time.time()
+                now = self.resilience.clock.time()
                 waits = [r.until - now for r in records.values() if r.until > now]
                 if waits:
                     headers["Retry-After"] = str(max(1, math.ceil(min(waits))))
@@ -544,7 +547,7 @@ class Engine:
                     headers["Retry-After"] = str(max(1, math.ceil(min(hints))))
             elif all(isinstance(e, Timeout) for e in errors):
                 status = 504
-            elif all(isinstance(e, ConnectionFailed) for e in errors):
+            elif all(isinstance(e, (ConnectionFailed, ResponseTooLarge)) for e in errors):
                 status = 502
             elif len(statuses) == 1 and 400 <= next(iter(statuses)) < 500 and not statuses & _GATEWAY_CREDS:
                 status = next(iter(statuses))  # one meaningful client-side status, e.g. 404 or 402

@@ -7,6 +7,8 @@ Owns URL normalisation (plain ``sqlite://`` / ``postgresql://`` URLs become the 
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -94,10 +96,11 @@ def _pg_server_settings(query: dict[str, Any]) -> tuple[dict[str, Any], dict[str
 def parse_database_url(url: str, *, create_dirs: bool = True) -> DatabaseTarget:
     """Normalise ``url`` to an async driver URL (STORE-1/2).
 
-    ``sqlite:///./data/x.db`` → ``sqlite+aiosqlite:////abs/data/x.db`` (the parent folder is created when
-    ``create_dirs``); ``sqlite://`` / ``sqlite:///:memory:`` → in-memory; ``postgres://``,
-    ``postgresql://`` and sync PostgreSQL drivers → ``postgresql+asyncpg://``, with libpq's ``options``
-    (``-c search_path=…``), ``application_name`` and ``sslmode`` translated for asyncpg. Raises
+    ``sqlite:///./data/x.db`` → ``sqlite+aiosqlite:////abs/data/x.db`` (with ``create_dirs`` a missing
+    folder is created 0700 and a missing database file 0600, see :func:`_create_private`);
+    ``sqlite://`` / ``sqlite:///:memory:`` → in-memory; ``postgres://``, ``postgresql://`` and sync
+    PostgreSQL drivers → ``postgresql+asyncpg://``, with libpq's ``options`` (``-c search_path=…``),
+    ``application_name`` and ``sslmode`` translated for asyncpg. Raises
     ``ValueError`` for any other scheme.
     """
     u = make_url(url)
@@ -110,7 +113,7 @@ def parse_database_url(url: str, *, create_dirs: bool = True) -> DatabaseTarget:
             )
         path = Path(db).expanduser().resolve()
         if create_dirs:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            _create_private(path)
         return DatabaseTarget(
             url=u.set(drivername="sqlite+aiosqlite", database=str(path)), dialect="sqlite", sqlite_path=path
         )
@@ -125,6 +128,18 @@ def parse_database_url(url: str, *, create_dirs: bool = True) -> DatabaseTarget:
     raise ValueError(
         f"unsupported database URL scheme {scheme!r}: use sqlite:///path/to/file.db or postgresql://…"
     )
+
+
+def _create_private(path: Path) -> None:
+    """Create the database's folder (0700) and an empty database file (0600) when they are missing.
+
+    The database holds conversations and key hashes; SQLite creates files 0644 and gives the
+    ``-wal`` and ``-shm`` files the database file's mode, so creating the (empty, which SQLite takes
+    as a new database) file first keeps all three private. Existing files keep their mode.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
 
 
 def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:

@@ -50,6 +50,10 @@ argument fragment (the SPEC RESIL-9 commit point); the "preamble" is what comes 
 | ``usage-early`` | the full usage on the first streamed event (OpenAI: the role chunk, whatever ``include_usage`` says) |
 | ``usage-missing`` | no usage anywhere, streaming or not |
 | ``stamp`` | every streamed JSON event carries ``x_stamp_ns``: the server's ``time.time_ns()`` when it was written |
+| ``huge-body-MB`` | non-streaming: the answer's JSON padded with an ``x_pad`` string field to MB megabytes (written in 64 KB pieces) |
+| ``gzip-bomb-MB`` | non-streaming: the same padded body sent ``Content-Encoding: gzip``, compressed as it is written (a few KB on the wire inflate to MB megabytes) |
+| ``huge-event-MB`` | streaming: before the answer, one event ``data: {"x_pad": "aaa…"}`` of MB megabytes with no line break, written in 64 KB pieces |
+| ``echo-key`` | the message of ``fail-*`` replies and error events ends with ``: KEY``, the API key the request carried (``Authorization: Bearer``, ``x-api-key``, ``x-goog-api-key`` or ``?key=``), as some OpenAI-compatible servers do |
 | ``reasoning`` | a reasoning delta before the answer (OpenAI ``delta.reasoning_content``, Anthropic thinking block with ``thinking_delta`` + ``signature_delta``, Gemini part with ``thought: true``) |
 
 Shapes. Error bodies: OpenAI ``{"error": {message, type, param, code}}`` (401 ``invalid_api_key``,
@@ -84,8 +88,9 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+import zlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http import HTTPStatus
 from types import TracebackType
 from typing import Any, Literal, NoReturn, Protocol, TypeVar
@@ -392,6 +397,9 @@ class FakeProvider:
         embeddings: bool,
     ) -> web.StreamResponse:
         behaviour = self.behaviour_for(model)
+        if behaviour.echo_key:
+            message = behaviour.message or "Incorrect API key provided"
+            behaviour = replace(behaviour, message=f"{message}: {_sent_key(request)}")
         prompt = self._embedding_prompt(body, model) if embeddings else renderer.read(body, model, stream)
         delay_ms = behaviour.latency_ms + (0 if prompt.stream else behaviour.slow_ttft_ms)
         if delay_ms:
@@ -417,6 +425,8 @@ class FakeProvider:
         self, request: web.Request, live: _Live, payload: dict[str, Any], behaviour: Behaviour
     ) -> web.StreamResponse:
         data = MALFORMED_DATA.encode() if behaviour.malformed_at == 1 else orjson.dumps(payload)
+        if behaviour.huge_body_mb is not None or behaviour.gzip_bomb_mb is not None:
+            return await self._huge_body(request, live, data, behaviour)
         if behaviour.cut_after is None and behaviour.stall_after is None:
             return web.Response(body=data, content_type="application/json", headers=self._headers())
         resp = live.resp = web.StreamResponse(headers=self._headers())
@@ -429,6 +439,26 @@ class FakeProvider:
             return resp
         await _forever()
 
+    async def _huge_body(
+        self, request: web.Request, live: _Live, data: bytes, behaviour: Behaviour
+    ) -> web.StreamResponse:
+        gzip = behaviour.gzip_bomb_mb is not None
+        size = (behaviour.gzip_bomb_mb if gzip else behaviour.huge_body_mb) or 0
+        headers = self._headers() | ({"Content-Encoding": "gzip"} if gzip else {})
+        resp = live.resp = web.StreamResponse(headers=headers)
+        resp.content_type = "application/json"
+        await resp.prepare(request)
+        squeeze = zlib.compressobj(wbits=31) if gzip else None  # 31: the gzip container
+        pieces = [b'{"x_pad": "', *_padding(size * 1024 * 1024), b'", ' + data[1:]]
+        for piece in pieces:
+            out = squeeze.compress(piece) if squeeze else piece
+            if out:
+                await resp.write(out)
+        if squeeze:
+            await resp.write(squeeze.flush())
+        await resp.write_eof()
+        return resp
+
     async def _stream(
         self, request: web.Request, live: _Live, renderer: _Renderer, reply: Reply, behaviour: Behaviour
     ) -> web.StreamResponse:
@@ -436,6 +466,9 @@ class FakeProvider:
         headers.update({"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         resp = live.resp = web.StreamResponse(headers=headers)
         await resp.prepare(request)
+        if behaviour.huge_event_mb is not None:
+            for piece in [b'data: {"x_pad": "', *_padding(behaviour.huge_event_mb * 1024 * 1024), b'"}\n\n']:
+                await resp.write(piece)
         for step in stream_script(renderer.stream(reply), behaviour):
             if step.kind == "send" and step.event is not None:
                 await resp.write(_frame(step.event, behaviour.stamp))
@@ -664,6 +697,25 @@ def _frame(event: Event, stamp: bool) -> bytes:
         payload = orjson.dumps(data)
     head = f"event: {event.name}\n".encode() if event.name else b""
     return head + b"data: " + payload + b"\n\n"
+
+
+def _padding(size: int, piece: int = 64 * 1024) -> list[bytes]:
+    """``size`` bytes of ``a`` in pieces of at most ``piece`` bytes (one shared buffer)."""
+    full, rest = divmod(size, piece)
+    block = b"a" * piece
+    return [block] * full + ([block[:rest]] if rest else [])
+
+
+def _sent_key(request: web.Request) -> str:
+    """The API key a request carried, in any of the three formats' places ("" when none)."""
+    bearer = request.headers.get("Authorization", "")
+    if bearer.lower().startswith("bearer "):
+        return bearer[7:].strip()
+    return (
+        request.headers.get("x-api-key")
+        or request.headers.get("x-goog-api-key")
+        or request.query.get("key", "")
+    )
 
 
 def _dumps(value: Any) -> str:

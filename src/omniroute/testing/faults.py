@@ -59,6 +59,10 @@ class Behaviour:
     stamp: bool = False
     reasoning: bool = False
     answer: str | None = None
+    huge_body_mb: int | None = None
+    gzip_bomb_mb: int | None = None
+    huge_event_mb: int | None = None
+    echo_key: bool = False
 
 
 _INT = r"(\d{1,9})"
@@ -77,6 +81,9 @@ _INT_DIRECTIVES: dict[str, re.Pattern[str]] = {
     "malformed_at": re.compile(rf"malformed-at-{_INT}"),
     "tool_calls": re.compile(rf"tools-{_INT}"),
     "context_limit": re.compile(rf"ctx-{_INT}"),
+    "huge_body_mb": re.compile(rf"huge-body-{_INT}"),
+    "gzip_bomb_mb": re.compile(rf"gzip-bomb-{_INT}"),
+    "huge_event_mb": re.compile(rf"huge-event-{_INT}"),
 }
 _FLAG_DIRECTIVES: dict[str, tuple[str, object]] = {
     "error-event": ("error_event", True),
@@ -89,6 +96,7 @@ _FLAG_DIRECTIVES: dict[str, tuple[str, object]] = {
     "usage-missing": ("usage", "missing"),
     "stamp": ("stamp", True),
     "reasoning": ("reasoning", True),
+    "echo-key": ("echo_key", True),
 }
 
 

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 import uvicorn
 
 from omniroute.app import OmniRouteApp, create_app
+from omniroute.clock import Clock
 from omniroute.config import Config
 from omniroute.gateway import Gateway
 
@@ -33,9 +34,9 @@ def free_port() -> int:
 class GatewayThread:
     """A gateway served by uvicorn in a daemon thread. Use as a context manager or start()/stop()."""
 
-    def __init__(self, config: Config, *, port: int | None = None) -> None:
+    def __init__(self, config: Config, *, port: int | None = None, clock: Clock | None = None) -> None:
         self.port = port or free_port()
-        self.app: OmniRouteApp = create_app(config)
+        self.app: OmniRouteApp = create_app(config, clock=clock)
         self._server = uvicorn.Server(
             uvicorn.Config(
                 self.app,

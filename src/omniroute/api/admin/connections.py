@@ -221,7 +221,7 @@ async def list_providers(gw: Admin) -> dict[str, Any]:
                         "output_price": m.output_price,
                         "context_window": m.context_window,
                         "max_output_tokens": m.max_output_tokens,
-                        "capabilities": sorted(m.capabilities),
+                        "capabilities": None if m.capabilities is None else sorted(m.capabilities),
                         "tier": m.tier,
                     }
                     for m in p.models

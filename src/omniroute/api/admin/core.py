@@ -11,6 +11,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from omniroute.api.hosts import check_management_request
 from omniroute.errors import AuthenticationFailed, GatewayError
 from omniroute.gateway import Gateway
 
@@ -33,12 +34,23 @@ def _is_loopback(host: str | None) -> bool:
 
 
 def require_admin(request: Request, gw: Annotated[Gateway, Depends(gateway)]) -> Gateway:
-    """API-8: ``Authorization: Bearer <admin_key>``; without an admin key, loopback clients only."""
-    admin_key = gw.config.server.admin_key
+    """API-8: ``Authorization: Bearer <admin_key>``; without an admin key, loopback clients only;
+    and the Host/Origin checks against DNS rebinding (:mod:`omniroute.api.hosts`)."""
+    server = gw.config.server
+    admin_key = server.admin_key
+    check_management_request(
+        request.method,
+        request.headers.get("host"),
+        request.headers.get("origin"),
+        allowed_hosts=server.allowed_hosts,
+        admin_key_set=bool(admin_key),
+    )
+    auth = request.headers.get("authorization", "")
+    if not auth.isascii():  # no key is non-ASCII; and compare_digest refuses such strings
+        raise AuthenticationFailed("Invalid credentials: keys are ASCII text.")
     if admin_key:
-        auth = request.headers.get("authorization", "")
         token = auth[7:].strip() if auth[:7].lower() == "bearer " else ""
-        if not token or not hmac.compare_digest(token, admin_key):
+        if not token or not hmac.compare_digest(token.encode(), admin_key.encode()):
             raise AuthenticationFailed("The management API needs 'Authorization: Bearer <server.admin_key>'.")
         return gw
     client = request.client.host if request.client else None

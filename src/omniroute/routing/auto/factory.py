@@ -186,7 +186,11 @@ def filter_variant(pool: Sequence[Candidate], variant: AutoVariant) -> tuple[lis
     if not variant.filters:
         return list(pool), None
     caps, tier = variant.capabilities, variant.model_tier
-    kept = [c for c in pool if caps <= c.model.capabilities and (tier is None or c.model.tier == tier)]
+    kept = [
+        c
+        for c in pool
+        if caps <= (c.model.capabilities or frozenset()) and (tier is None or c.model.tier == tier)
+    ]
     what = "+".join(sorted(caps) + ([f"tier={tier}"] if tier else []))
     if not kept:
         return list(pool), f"filter {what} matched nothing: full pool (fail-open)"
