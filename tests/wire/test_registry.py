@@ -33,6 +33,7 @@ def _route_paths() -> list[tuple[WireFormat, str]]:
         for route in routes:
             out += [(fmt, p) for p in route.paths]
             if route.pattern is not None:
+                assert fmt.name in PATTERN_SAMPLES, f"add a sample path of {fmt.name}'s route pattern"
                 sample = PATTERN_SAMPLES[fmt.name]
                 assert route.pattern.match(sample), sample
                 out.append((fmt, sample))
