@@ -12,13 +12,11 @@ from omniroute.config import AutoConfig, Config
 from omniroute.core.combo import parse_combo
 from omniroute.gateway import Gateway
 from omniroute.providers.catalog import Catalog
-from omniroute.resilience.ladder import Resilience
 from omniroute.routing.auto import plan_auto
 from omniroute.routing.decision import Decision
 from omniroute.routing.plan import RunOptions
 from omniroute.routing.registry import Registry
 from omniroute.routing.resolve import resolve
-from omniroute.state.memory import MemoryRoutingState
 from omniroute.state.records import QuotaSnapshot
 from omniroute.values import Candidate, ChatRequest, Connection, ModelInfo, ProviderInfo
 
@@ -66,10 +64,7 @@ def make_gw(
 ) -> Gateway:
     """A never-started gateway over ``providers`` with one ``<provider>-k`` API-key connection each
     (unless ``conns``), memory state on a :class:`FakeClock` at :data:`NOW`."""
-    gw = Gateway(Config(auto=AutoConfig(exploration_rate=exploration, **auto)))
-    clock = FakeClock(NOW)
-    gw.state = MemoryRoutingState(clock)
-    gw.resilience = Resilience(gw.state, clock)
+    gw = Gateway(Config(auto=AutoConfig(exploration_rate=exploration, **auto)), clock=FakeClock(NOW))
     gw.catalog = Catalog(providers)
     if conns is None:
         conns = [Connection(id=f"{p.id}-k", provider=p.id, api_key="sk") for p in providers]
@@ -78,7 +73,7 @@ def make_gw(
 
 
 def clock(gw: Gateway) -> FakeClock:
-    c = gw.resilience.clock
+    c = gw.clock
     assert isinstance(c, FakeClock)
     return c
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from omniroute.clock import Clock
 from omniroute.config import config_from_dict
 from omniroute.testing import FakeProviderThread
 from omniroute.testing.gateway import GatewayThread
@@ -99,7 +100,8 @@ def merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
 def make_gateway(
     tmp_path: Path, fakes: dict[str, FakeProviderThread]
 ) -> Iterator[Callable[..., GatewayThread]]:
-    """``make_gateway(extra_config=None, env=None)`` → a started gateway in front of the fakes."""
+    """``make_gateway(extra_config=None, env=None, clock=None)`` → a started gateway in front of the
+    fakes (on ``clock``, e.g. a :class:`~omniroute.clock.FakeClock`; default the process clock)."""
     started: list[GatewayThread] = []
     for f in fakes.values():
         f.reset()
@@ -108,9 +110,10 @@ def make_gateway(
         extra: dict[str, Any] | None = None,
         env: dict[str, str] | None = None,
         replace: dict[str, Any] | None = None,
+        clock: Clock | None = None,
     ) -> GatewayThread:
         data = replace if replace is not None else merge(base_config(fakes, tmp_path), extra or {})
-        gt = GatewayThread(config_from_dict(data, env=env or {})).start()
+        gt = GatewayThread(config_from_dict(data, env=env or {}), clock=clock).start()
         started.append(gt)
         return gt
 

@@ -275,6 +275,7 @@ def test_override_adds_a_model_to_a_catalog_provider(catalog: Catalog) -> None:
         capabilities=frozenset({"tools"}),
         tier="free",
         name="claude-next",
+        price_source="config",
     )
     anthropic = custom.provider("anthropic")
     assert anthropic is not None and anthropic.models[-1] is added

@@ -54,7 +54,7 @@ def test_documented_config_starts_a_gateway_that_routes_what_it_declares(block: 
     data["server"] = {**(data.get("server") or {}), "host": "127.0.0.1"}
     data["server"].pop("port", None)
     cfg = config_from_dict(data, env=ENV)
-    with GatewayThread(cfg).start() as gw:
+    with GatewayThread(cfg) as gw:
         headers = {"authorization": f"Bearer {ENV['OMNIROUTE_ADMIN_KEY']}"}
         client_key = next((k.key for k in cfg.api_keys if k.key), None)
         v1 = {"authorization": f"Bearer {client_key}"} if client_key else {}

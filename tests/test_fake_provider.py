@@ -624,7 +624,7 @@ async def test_cut_after_k_aborts_the_connection_after_k_content_chunks(
     assert isinstance(broken, aiohttp.ClientPayloadError)
     assert sum(is_content(fmt, event) for event in events) == 2
     assert all(event.data != "[DONE]" and event.name != "message_stop" for event in events)
-    await asyncio.sleep(0.01)
+    await fp.wait_until(lambda p: p.serving == 0)
     assert fp.cancelled == 0  # the server cut; no client went away
 
 
@@ -724,7 +724,7 @@ async def test_stall_never_sends_headers_and_counts_the_client_disconnect(
     with pytest.raises(asyncio.TimeoutError):
         async with session.post(fp.base_url + path, json=body, timeout=aiohttp.ClientTimeout(total=0.1)):
             pass
-    await asyncio.sleep(0.05)
+    await fp.wait_until(lambda p: p.serving == 0)
     assert fp.cancelled == 1 and fp.cancel_times[0] > fp.requests[0].received_at
 
 
@@ -743,7 +743,7 @@ async def test_stall_after_k_hangs_after_k_content_chunks_until_the_client_leave
                         content += is_content(fmt, Sse(None, line[6:].strip()))
         resp.close()
     assert content == 1
-    await asyncio.sleep(0.05)
+    await fp.wait_until(lambda p: p.serving == 0)
     assert fp.cancelled == 1
 
 
@@ -929,7 +929,7 @@ async def test_stop_cancels_stalled_requests_promptly_without_counting_them() ->
         pending = asyncio.ensure_future(
             client.post(f"{provider.base_url}/v1/messages", json={"model": "m+stall"})
         )
-        await asyncio.sleep(0.05)
+        await provider.wait_until(lambda p: p.calls() == 1)  # the stalled request is being served
         started = time.monotonic()
         await provider.stop()
         assert time.monotonic() - started < 1.0

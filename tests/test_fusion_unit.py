@@ -12,6 +12,7 @@ from typing import Any, cast
 
 import pytest
 
+from omniroute.clock import FakeClock
 from omniroute.routing.agentic import (
     clamp_rounds,
     count_tool_rounds,
@@ -88,41 +89,51 @@ def test_fusion_tuning_defaults_and_overrides() -> None:
     assert FusionTuning.from_config({"fusionTuning": {"minPanel": "x", "maxPanel": True}}, 3).max_panel == 40
 
 
-async def _after(delay: float, value: bool) -> bool:
-    await asyncio.sleep(delay)
+async def _after(clock: FakeClock, delay: float, value: bool) -> bool:
+    await clock.sleep(delay)
     return value
 
 
-def _tasks(*specs: tuple[float, bool]) -> list[asyncio.Task[bool]]:
-    return [asyncio.create_task(_after(d, v)) for d, v in specs]
+def _tasks(clock: FakeClock, *specs: tuple[float, bool]) -> list[asyncio.Task[bool]]:
+    return [asyncio.create_task(_after(clock, d, v)) for d, v in specs]
 
 
 async def test_quorum_then_grace_cancels_the_straggler() -> None:
-    loop = asyncio.get_running_loop()
-    t0 = loop.time()
-    tasks = _tasks((0.01, True), (0.02, True), (5.0, True))
-    report = await collect_quorum(tasks, bool, min_ok=2, grace_s=0.1, hard_s=10)
+    clock = FakeClock()
+    t0 = clock.monotonic()
+    tasks = _tasks(clock, (0.01, True), (0.02, True), (5.0, True))
+    report = await clock.run(collect_quorum(tasks, bool, clock=clock, min_ok=2, grace_s=0.1, hard_s=10))
     assert report.stop == "grace" and report.dropped == [2] and tasks[2].cancelled()
     assert report.quorum_s is not None and 0.015 <= report.quorum_s < 0.1
-    assert loop.time() - t0 < 0.5
+    assert clock.monotonic() - t0 < 0.5
 
 
 async def test_quorum_all_settled_before_grace() -> None:
-    report = await collect_quorum(
-        _tasks((0.01, True), (0.02, True), (0.03, True)), bool, min_ok=2, grace_s=1, hard_s=5
+    clock = FakeClock()
+    report = await clock.run(
+        collect_quorum(
+            _tasks(clock, (0.01, True), (0.02, True), (0.03, True)),
+            bool,
+            clock=clock,
+            min_ok=2,
+            grace_s=1,
+            hard_s=5,
+        )
     )
     assert report.stop == "all_settled" and report.dropped == []
 
 
 async def test_failures_do_not_count_toward_quorum() -> None:
-    tasks = _tasks((0.01, False), (0.02, True), (0.15, True))
-    report = await collect_quorum(tasks, bool, min_ok=2, grace_s=0.05, hard_s=5)
+    clock = FakeClock()
+    tasks = _tasks(clock, (0.01, False), (0.02, True), (0.15, True))
+    report = await clock.run(collect_quorum(tasks, bool, clock=clock, min_ok=2, grace_s=0.05, hard_s=5))
     assert report.stop == "all_settled" and report.dropped == [] and tasks[2].result() is True
 
 
 async def test_hard_timeout_caps_the_panel() -> None:
-    tasks = _tasks((0.01, True), (5.0, True), (5.0, False))
-    report = await collect_quorum(tasks, bool, min_ok=2, grace_s=1, hard_s=0.1)
+    clock = FakeClock()
+    tasks = _tasks(clock, (0.01, True), (5.0, True), (5.0, False))
+    report = await clock.run(collect_quorum(tasks, bool, clock=clock, min_ok=2, grace_s=1, hard_s=0.1))
     assert report.stop == "hard_timeout" and report.dropped == [1, 2] and report.quorum_s is None
 
 
@@ -347,18 +358,22 @@ RESPONSE = {
     ],
 }
 CAND = Candidate(ProviderInfo("p"), Connection("c1", "p"), ModelInfo("m", input_price=1.0, output_price=2.0))
+NOW = 1_700_000_000.0  # epoch s: stamps a replayed answer that has no ``created``
 
 
 def test_completion_replays_as_chunks() -> None:
-    chunks = completion_chunks(RESPONSE)
+    chunks = completion_chunks(RESPONSE, NOW)
     assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": "Hi."}
     assert chunks[1]["choices"][0]["delta"]["tool_calls"][0]["index"] == 0
     assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"
     assert all(c["object"] == "chat.completion.chunk" for c in chunks)
+    assert {c["created"] for c in chunks} == {1}
+    unstamped = completion_chunks({k: v for k, v in RESPONSE.items() if k != "created"}, NOW)
+    assert {c["created"] for c in unstamped} == {int(NOW)}
 
 
 async def test_replayed_stream_carries_the_total_usage() -> None:
-    so = SummedStream.replay(Outcome(RESPONSE, CAND, PricedUsage(10, 5, cost=0.5), 12.0))
+    so = SummedStream.replay(Outcome(RESPONSE, CAND, PricedUsage(10, 5, cost=0.5), 12.0), NOW)
     chunks = [c async for c in so.chunks()]
     assert len(chunks) == 3 and so.saw_finish
     assert so.usage is not None and so.usage.prompt_tokens == 10 and so.usage.cost_usd(CAND.model) == 0.5
@@ -372,7 +387,7 @@ class _Closed:
 
 async def test_wrapped_stream_adds_member_usage_to_the_usage_chunk() -> None:
     usage_chunk = {"id": "x", "choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 2}}
-    first = [*completion_chunks(RESPONSE), usage_chunk]
+    first = [*completion_chunks(RESPONSE, NOW), usage_chunk]
     inner = StreamOutcome(
         CAND, first, cast(Any, _Closed()), cast(Any, None), cast(Any, None), 1.0, 1.0, finished=True
     )

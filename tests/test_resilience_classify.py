@@ -433,7 +433,7 @@ def test_the_table_is_extensible() -> None:
     import re
 
     custom = (Rule("vendor-x", Overloaded, message=re.compile("engine is warming up")), *RULES)
-    err = classify_http(400, {}, b"engine is warming up", provider="x", rules=custom)
+    err = classify_http(400, {}, b"engine is warming up", provider="x", now=NOW, rules=custom)
     assert isinstance(err, Overloaded)
 
 
@@ -475,14 +475,16 @@ def test_error_payload_with_openai_server_error_type() -> None:
 )
 def test_timeouts_name_the_phase(phase: str, timeout_s: float | None, message: str) -> None:
     """RESIL-6: timeouts are Timeout errors whose message names the phase and the limit."""
-    err = classify_exception(TimeoutError(), provider="p", phase=phase, timeout_s=timeout_s)  # type: ignore[arg-type]
+    err = classify_exception(TimeoutError(), provider="p", now=NOW, phase=phase, timeout_s=timeout_s)  # type: ignore[arg-type]
     assert isinstance(err, Timeout)
     assert err.message == message
 
 
 def test_aiohttp_server_timeout_is_a_timeout() -> None:
     """RESIL-6: aiohttp's own timeout errors are timeouts too."""
-    err = classify_exception(aiohttp.ServerTimeoutError("read"), provider="p", phase="ttft", timeout_s=5)
+    err = classify_exception(
+        aiohttp.ServerTimeoutError("read"), provider="p", now=NOW, phase="ttft", timeout_s=5
+    )
     assert isinstance(err, Timeout)
 
 
@@ -493,8 +495,8 @@ def test_connection_errors_before_and_inside_a_stream() -> None:
         aiohttp.ClientOSError(104, "Connection reset by peer"),
         aiohttp.ClientPayloadError("Response payload is not completed"),
     ):
-        assert isinstance(classify_exception(exc, provider="p", phase="ttft"), ConnectionFailed)
-        assert isinstance(classify_exception(exc, provider="p", phase="stream"), StreamBroken)
+        assert isinstance(classify_exception(exc, provider="p", now=NOW, phase="ttft"), ConnectionFailed)
+        assert isinstance(classify_exception(exc, provider="p", now=NOW, phase="stream"), StreamBroken)
 
 
 def test_connector_error_is_connection_failed() -> None:
@@ -503,22 +505,22 @@ def test_connector_error_is_connection_failed() -> None:
 
     key = ConnectionKey("127.0.0.1", 9, False, True, None, None, None)
     exc = aiohttp.ClientConnectorError(key, OSError(111, "Connection refused"))
-    assert isinstance(classify_exception(exc, provider="p", phase="connect"), ConnectionFailed)
+    assert isinstance(classify_exception(exc, provider="p", now=NOW, phase="connect"), ConnectionFailed)
 
 
 def test_client_response_error_goes_through_the_table() -> None:
     """RESIL-5: an aiohttp ClientResponseError is classified by its status."""
     exc = aiohttp.ClientResponseError(None, (), status=429, message="Too Many Requests")  # type: ignore[arg-type]
-    assert isinstance(classify_exception(exc, provider="p", phase="connect"), RateLimited)
+    assert isinstance(classify_exception(exc, provider="p", now=NOW, phase="connect"), RateLimited)
 
 
 def test_cancellation_is_never_classified() -> None:
     """RESIL-5: client disconnect (cancellation) propagates instead of becoming an upstream error."""
     with pytest.raises(asyncio.CancelledError):
-        classify_exception(asyncio.CancelledError(), provider="p", phase="stream")
+        classify_exception(asyncio.CancelledError(), provider="p", now=NOW, phase="stream")
 
 
 def test_upstream_errors_pass_through() -> None:
     """RESIL-5: an already classified error is returned unchanged."""
     err = RateLimited("x")
-    assert classify_exception(err, provider="p", phase="connect") is err
+    assert classify_exception(err, provider="p", now=NOW, phase="connect") is err

@@ -155,6 +155,6 @@ def create_app(
     config: Config | None = None, *, tune_gc: bool = False, clock: Clock | None = None
 ) -> OmniRouteApp:
     """Build the ASGI app for ``config`` (defaults when ``None``); ``tune_gc`` for a dedicated server
-    process (``omniroute serve``), not for apps embedded in a test process; ``clock`` for the
-    gateway (default the process clock)."""
+    process (``omniroute serve``), not for apps embedded in a test process; ``clock`` is the time
+    the gateway runs on (default the process clock; a :class:`~omniroute.clock.FakeClock` in tests)."""
     return OmniRouteApp(config or Config(), tune_gc=tune_gc, clock=clock)

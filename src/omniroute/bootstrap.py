@@ -13,6 +13,7 @@ from omniroute import wire
 from omniroute.clock import Clock
 from omniroute.config import Config, ConfigError, ProviderConfig
 from omniroute.providers.catalog import Catalog, ModelOverride, ProviderOverride
+from omniroute.providers.prices import with_library_prices
 from omniroute.resilience.breaker import BreakerSettings
 from omniroute.resilience.cooldown import CooldownSettings
 from omniroute.resilience.ladder import Resilience
@@ -113,12 +114,22 @@ def _node_override(node: dict[str, Any]) -> ProviderOverride:
 def build_catalog(
     config: Config, nodes: Iterable[dict[str, Any]], simulated: SimulatedFleet | None
 ) -> Catalog:
-    """Built-in catalog + stored provider nodes + config providers (config wins) + simulated ones.
+    """Built-in catalog (or the config's ``catalog_file``) priced by genai-prices + stored provider
+    nodes + config providers (config wins) + simulated ones.
 
-    Raises ``ValueError`` naming the provider when the catalog rejects a value (see
+    Raises :class:`ConfigError` naming ``catalog_file`` when that file cannot be read or is invalid,
+    and ``ValueError`` naming the provider when the catalog rejects a value (see
     :class:`~omniroute.providers.catalog.Catalog`) or a provider's ``format`` is not a wire format
-    providers speak (PROV-1)."""
-    cat = Catalog.builtin()
+    providers speak (PROV-1).
+    """
+    if config.catalog_file is None:
+        base = Catalog.builtin()
+    else:
+        try:
+            base = Catalog.load(config.catalog_file)
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"catalog_file: cannot load {config.catalog_file}: {exc}") from None
+    cat = with_library_prices(base)
     by_id = {n["id"]: _node_override(n) for n in nodes}
     for p in config.providers:
         by_id[p.id] = provider_override(p)

@@ -2,7 +2,9 @@
 upstream client and the background writers, and serves one request from model string to outcome.
 
 No module globals (DESIGN house style 8): ``create_app`` builds one ``Gateway`` and every surface
-reaches it through the ASGI app.
+reaches it through the ASGI app. The gateway's one :class:`~omniroute.clock.Clock` is handed to
+everything that reads the time or waits: routing state, the ladder, the engine, the planner (through
+``Gateway.clock``), the store, the store watch and the background writers.
 """
 
 from __future__ import annotations
@@ -66,8 +68,8 @@ KEY_MEMO_MAX = 10_000  # plaintext → record cache of valid keys, so a key is h
 class Gateway:
     """Process-wide services. Call :meth:`start` once inside the event loop and :meth:`stop` at exit.
 
-    ``clock`` is the time routing state and the ladder read (default the process clock; tests pass a
-    :class:`~omniroute.clock.FakeClock` to drive cooldowns and breakers without waiting)."""
+    ``clock`` is the time every part of this gateway reads and waits on (default the process clock;
+    tests and the simulator pass a :class:`~omniroute.clock.FakeClock`)."""
 
     def __init__(self, config: Config, *, clock: Clock | None = None) -> None:
         self.config = config
@@ -89,11 +91,12 @@ class Gateway:
         if config.redis_url:
             from omniroute.state.redis import ResilientRoutingState
 
-            self.redis_state = ResilientRoutingState.from_url(config.redis_url)
+            self.redis_state = ResilientRoutingState.from_url(config.redis_url, clock=self.clock)
         self.state: RoutingState = self.redis_state or MemoryRoutingState(self.clock)
         self.resilience = bootstrap.build_resilience(config, self.state, self.clock)
         self.adapters: dict[str, ProviderAdapter] = wire.adapters()
         self.engine = Engine(
+            clock=self.clock,
             client=self.client,
             resilience=self.resilience,
             adapters=self.adapters,
@@ -111,12 +114,13 @@ class Gateway:
         self.keys_by_hash: dict[str, dict[str, Any]] = {}
         self.keys_by_id: dict[str, dict[str, Any]] = {}
         self._key_memo: dict[str, dict[str, Any]] = {}
+        self._unpriced_warned: set[str] = set()
         self._rid_prefix = os.urandom(6).hex()
         self._rid_counter = itertools.count(1)
         self.usage: BatchWriter[dict[str, Any]] | None = None
         self.decision_writer: BatchWriter[Decision] | None = None
         self.decisions: OrderedDict[str, Decision] = OrderedDict()
-        self.started_at = time.time()
+        self.started_at = self.clock.time()
         self.metrics = Metrics()
         self.body_deadlines = BodyDeadlines()  # 408 for request bodies that stop arriving
         self._fingerprint: tuple[Any, ...] | None = None  # store fingerprint the snapshot was built from
@@ -131,7 +135,7 @@ class Gateway:
         provider, or a non-auto combo without targets."""
         bootstrap.check_provider_formats(self.config)
         data_dir = data_dir_for(self.config.database_url)
-        self.store = await Store.open(self.config.database_url, data_dir=data_dir)
+        self.store = await Store.open(self.config.database_url, data_dir=data_dir, clock=self.clock)
         await bootstrap.load_config_into_store(self.config, self.store)
         if not self.config.connections and not await self.store.list_connections():
             self.simulated = SimulatedFleet()
@@ -148,22 +152,22 @@ class Gateway:
         log_shadowing(self)  # SPEC §4: one line listing every combo that shadows a model id
         if self.redis_state is not None:  # connect now: an unreachable Redis is reported at start
             await self.redis_state.ready()
-        self.usage = BatchWriter(self._write_usage, name="usage")
+        self.usage = BatchWriter(self._write_usage, clock=self.clock, name="usage")
         self.usage.start()
         self.decision_writer = BatchWriter(
-            self._write_decisions, name="decisions", max_pending=DECISION_BACKLOG
+            self._write_decisions, clock=self.clock, name="decisions", max_pending=DECISION_BACKLOG
         )
         self.decision_writer.start()
         self._store_watch = asyncio.create_task(self._watch_store(), name="store-watch")
 
     async def _watch_store(self) -> None:
-        """Every :data:`STORE_POLL_S` seconds, rebuild the snapshot when the store's fingerprint differs
-        from the one the snapshot was built from, so writes by another process (``omniroute keys
-        revoke``) take effect without a restart. A failed poll (database locked or unreachable) is
-        logged and retried on the next tick; it never ends the task."""
+        """Every :data:`STORE_POLL_S` seconds on the gateway's clock, rebuild the snapshot when the
+        store's fingerprint differs from the one the snapshot was built from, so writes by another
+        process (``omniroute keys revoke``) take effect without a restart. A failed poll (database
+        locked or unreachable) is logged and retried on the next tick; it never ends the task."""
         failing = False  # warn once per outage, then debug, so a down database does not flood the log
         while True:
-            await asyncio.sleep(STORE_POLL_S)
+            await self.clock.sleep(STORE_POLL_S)
             try:
                 await self._refresh_if_changed()
             except asyncio.CancelledError:
@@ -390,7 +394,7 @@ class Gateway:
 
         Returns the outcome and the decision; raises a :class:`~omniroute.errors.GatewayError`."""
         if decision is None:
-            decision = Decision(request_id=req.request_id, requested_model=req.model)
+            decision = Decision(request_id=req.request_id, requested_model=req.model, ts=self.clock.time())
         plan = resolve(self.registry, req.model)
         decision.route = plan.route
         if is_multi_call(plan.combo):  # fusion / pipeline call several models (COMBO-5, COMBO-6)
@@ -455,11 +459,14 @@ class Gateway:
             return
         u = usage or Usage()
         cost = u.cost_usd(cand.model) if cand is not None else 0.0
+        price_unknown = cand is not None and not cand.model.price_known
+        if price_unknown and cand is not None:
+            self._warn_price_unknown(cand)
         if member is None:  # a member call is part of its request, observed once by the main row
             self.metrics.observe_request(decision, status, cand, usage, latency_ms, ttft_ms, cost)
         self.usage.put(
             {
-                "ts": time.time(),
+                "ts": self.clock.time(),
                 "request_id": req.request_id,
                 "api_key_id": req.api_key_id,
                 "requested_model": req.model,
@@ -474,6 +481,10 @@ class Gateway:
                 "prompt_tokens": u.prompt_tokens,
                 "completion_tokens": u.completion_tokens,
                 "cached_tokens": u.cached_tokens,
+                "cache_write_tokens": u.cache_write_tokens,
+                "cache_write_1h_tokens": u.cache_write_1h_tokens,
+                "reasoning_tokens": u.reasoning_tokens,
+                "price_unknown": price_unknown,
                 "cost_usd": cost,
                 "error": error,
                 "stream": req.stream,
@@ -486,20 +497,33 @@ class Gateway:
             if rec is not None:
                 rec["spent_usd"] = float(rec.get("spent_usd") or 0) + cost
 
+    def _warn_price_unknown(self, cand: Candidate) -> None:
+        """Log once per model that its requests are recorded at $0 (OBS-1)."""
+        if cand.model_str in self._unpriced_warned:
+            return
+        self._unpriced_warned.add(cand.model_str)
+        log.warning(
+            "No price known for %s: its requests are recorded at $0 and flagged price_unknown. "
+            "Set input_price and output_price under providers[].models[] in the config.",
+            cand.model_str,
+        )
+
     async def _write_decisions(self, batch: list[Decision]) -> None:
         """Decision sink: serialised here, off the request path (OBS-2), in stretches of at most
         :data:`SERIALISE_SLICE_S` between yields to the event loop, so a burst of auto decisions
         (50 scored candidates each) never holds requests up for long (PERF-1 p99) while the writer
-        still gets its share under load. Stored decisions leave memory (PERF-5)."""
+        still gets its share under load. Stored decisions leave memory (PERF-5). The stretches are
+        measured in real time whatever the gateway's clock: they bound CPU time, which no fake clock
+        sees pass."""
         assert self.store is not None
         items: list[tuple[str, float, bytes]] = []
-        clock = time.perf_counter
-        started = clock()
+        cpu = time.perf_counter  # noqa: TID251 - slices CPU work for the event loop: real time by nature
+        started = cpu()
         for d in batch:
             items.append((d.request_id, d.ts, orjson.dumps(d.to_stored(), option=orjson.OPT_NON_STR_KEYS)))
-            if clock() - started > SERIALISE_SLICE_S:
-                await asyncio.sleep(0)
-                started = clock()
+            if cpu() - started > SERIALISE_SLICE_S:
+                await self.clock.sleep(0)  # a yield to the event loop
+                started = cpu()
         await self.store.save_decisions(items)
         held = self.decisions
         for d in batch:

@@ -32,6 +32,7 @@ FORMATS = upstream_formats()
 BASE_PATHS = {"openai": "/v1", "anthropic": "", "gemini": "/v1beta"}
 """Where each format's API lives on the fake provider (a new upstream format adds its entry here and
 teaches :class:`~omniroute.testing.FakeProvider` to speak it)."""
+NOW = 1_700_000_000.0  # epoch s: the clock reading error classification is given
 ARGS = {"city": "Paris", "unit": "celsius"}
 TOOLS = [
     {
@@ -78,7 +79,7 @@ class Harness:
         try:
             raw = await resp.read()
             if resp.status >= 400:
-                raise self.adapter.classify_error(resp.status, resp.headers, raw, cand)
+                raise self.adapter.classify_error(resp.status, resp.headers, raw, cand, now=NOW)
             return self.adapter.parse_response(raw, cand)
         finally:
             resp.close()
@@ -92,7 +93,7 @@ class Harness:
         )
         try:
             if resp.status >= 400:
-                raise self.adapter.classify_error(resp.status, resp.headers, await resp.read(), cand)
+                raise self.adapter.classify_error(resp.status, resp.headers, await resp.read(), cand, now=NOW)
             parser = self.adapter.stream_parser(cand, req)
             out: list[dict[str, Any]] = []
             async for ev, data in resp.events():

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -159,7 +158,7 @@ async def _cool(gw: Gateway, conns: Sequence[str], seconds: float) -> None:
         conn = gw.registry.connections_by_id[cid]
         await gw.state.cooldown_extend(
             cid,
-            time.time(),
+            gw.clock.time(),
             provider=conn.provider,
             hint_s=seconds,
             base_s=seconds,
@@ -177,7 +176,7 @@ def cool(gt: GatewayThread, *conns: str, seconds: float = 60.0) -> None:
 
 def set_quota(gt: GatewayThread, conn: str, remaining: float, reset_in: float | None) -> None:
     """Store a quota snapshot as parsed from upstream rate-limit headers."""
-    now = time.time()
+    now = gt.clock.time()
     snap = QuotaSnapshot(remaining, None if reset_in is None else now + reset_in, observed_at=now)
     gt.call(lambda gw: gw.state.set_quota(conn, snap))
 

@@ -8,7 +8,6 @@ With no measurements the default weights pick the cheapest, G. Exploration is 0 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -103,7 +102,7 @@ def test_mode_header_switches_the_pack(gt: GatewayThread) -> None:
     balanced → default weights, unknown → ignored (default weights)."""
 
     async def seed(gw: Gateway) -> None:
-        now = time.time()
+        now = gw.clock.time()
         for key, ms in ((G_KEY, 3000.0), ("local-c/model-c@c1", 3000.0), ("local-o/model-o@o1", 300.0)):
             for _ in range(20):
                 await gw.state.record_sample(key, now, latency_ms=ms, ok=True)
@@ -170,7 +169,7 @@ def test_candidates_endpoint_shows_a_rate_limited_connection_unreachable(
     """AUTO-2: after G answers 429 with Retry-After 60, ``/v1/auto-combo/auto/candidates`` shows G
     unreachable with its cooldown deadline; the others stay reachable."""
     fakes["g"].set_behaviour("model-g", "fail-429-retry-60")
-    t0 = time.time()
+    t0 = gt.clock.time()
     assert chat(gt, "local-g/model-g").status_code == 429
     rows = {
         c["key"]: c for c in httpx.get(f"{gt.base_url}/auto-combo/auto/candidates", timeout=10).json()["data"]

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from combo_support import Api, C, G, O, behaviour, combo_config, cool, set_quota, upstream_messages
 
+from omniroute.clock import FakeClock
 from omniroute.config import config_from_dict
 from omniroute.core.combo import ROUTING_STRATEGY_VALUES
 from omniroute.routing.strategies.affinity import HANDOFF_MARKER, lkgp_record_key
@@ -145,7 +146,7 @@ def test_random_and_p2c_use_every_healthy_target_and_p2c_avoids_half_open(api: A
     async def half_open(gw: Any) -> None:
         for _ in range(5):
             await gw.state.breaker_failure(
-                "local-g", time.time() - 100, failure_threshold=5, reset_timeout_s=1,
+                "local-g", gw.clock.time() - 100, failure_threshold=5, reset_timeout_s=1,
                 max_multiplier=16, reason="503",
             )  # fmt: skip
 
@@ -202,7 +203,7 @@ def test_fill_first_stays_until_rate_limited_then_returns_after_cooldown(
 ) -> None:
     """COMBO-3 fill-first [O, C]: O until O's connection is rate-limited, then C, back to O after the
     cooldown (RESIL-2 hint ``retry-after-ms``)."""
-    api = Api(make_gateway())
+    api = Api(make_gateway(clock=FakeClock()))
     api.combo("ff", [O, C], strategy="fill-first")
     assert api.served("ff", 2) == ["o", "o"]
     with behaviour(fakes["o"], "model-o", "fail-429+retry-ms-700"):
@@ -210,7 +211,7 @@ def test_fill_first_stays_until_rate_limited_then_returns_after_cooldown(
         assert r.headers["x-omniroute-provider"] == "local-c" and r.headers["x-omniroute-attempts"] == "2"
         r = api.chat("ff")
         assert r.headers["x-omniroute-provider"] == "local-c" and r.headers["x-omniroute-attempts"] == "1"
-    time.sleep(0.8)
+    api.gt.advance(0.8)
     assert api.served("ff", 2) == ["o", "o"]
 
 

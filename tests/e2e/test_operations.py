@@ -14,6 +14,7 @@ import openai
 from typer.testing import CliRunner
 
 from omniroute.cli.main import app as cli_app
+from omniroute.clock import FakeClock
 from omniroute.config import Config, ServerConfig
 from omniroute.testing.gateway import GatewayThread
 
@@ -56,20 +57,20 @@ def test_decision_and_usage_row_are_recorded(gateway: GatewayThread) -> None:
     assert httpx.get(f"{gateway.url}/api/routing/decisions/nope", timeout=5).status_code == 404
 
 
-def test_stored_decisions_leave_memory_and_are_still_served_in_full(gateway: GatewayThread) -> None:
+def test_stored_decisions_leave_memory_and_are_still_served_in_full(
+    make_gateway: Callable[..., GatewayThread],
+) -> None:
     """OBS-2/PERF-5: once the writer has stored a decision it is no longer held in memory, and
     ``GET /api/routing/decisions/{id}`` returns the same full decision from the store."""
-    import time
-
+    gateway = make_gateway(clock=FakeClock())
     c = openai.OpenAI(base_url=gateway.base_url, api_key="x", max_retries=0)
     rid = c.chat.completions.with_raw_response.create(
         model="local-o/model-o", messages=[{"role": "user", "content": "x"}]
     ).headers["x-request-id"]
     first = httpx.get(f"{gateway.url}/api/routing/decisions/{rid}", timeout=5).json()
-    deadline = time.monotonic() + 10
-    while rid in gateway.gateway.decisions:  # the writer flushes every 0.25 s
-        assert time.monotonic() < deadline, "decision never left memory"
-        time.sleep(0.05)
+    assert rid in gateway.gateway.decisions  # nothing is written before the writer's interval
+    gateway.advance(0.25)  # the writer flushes every 0.25 s
+    assert rid not in gateway.gateway.decisions, "decision never left memory"
     stored = httpx.get(f"{gateway.url}/api/routing/decisions/{rid}", timeout=5).json()
     assert stored == first
     assert stored["served"] == "local-o/model-o@o1" and stored["attempts"][0]["status"] == 200
@@ -298,12 +299,10 @@ def test_running_gateway_picks_up_keys_created_and_revoked_by_the_cli_within_sec
     tmp_path: Path, make_gateway: Callable[..., GatewayThread]
 ) -> None:
     """API-8/OPS-1: `omniroute keys create/revoke` in another process write the database a running
-    gateway serves from; the gateway notices within about STORE_POLL_S, so a revoked key gets 401."""
-    import time
-
+    gateway serves from; the gateway notices within STORE_POLL_S, so a revoked key gets 401."""
     from omniroute.gateway import STORE_POLL_S
 
-    gw = make_gateway({"server": {"require_api_key": True}})
+    gw = make_gateway({"server": {"require_api_key": True}}, clock=FakeClock())
     cfg = tmp_path / "cli.yaml"
     cfg.write_text(f"database_url: 'sqlite:///{tmp_path}/omniroute.db'\n")
 
@@ -320,24 +319,14 @@ def test_running_gateway_picks_up_keys_created_and_revoked_by_the_cli_within_sec
 
     body = {"model": "local-o/model-o", "messages": [{"role": "user", "content": "x"}]}
 
-    def status_within(key: str, want: int) -> float:
-        """Seconds until a request with ``key`` gets ``want``; fails after a few poll intervals."""
-        start = time.monotonic()
-        while True:
-            got = httpx.post(
-                f"{gw.base_url}/chat/completions",
-                json=body,
-                headers={"authorization": f"Bearer {key}"},
-                timeout=5,
-            ).status_code
-            elapsed = time.monotonic() - start
-            if got == want:
-                return elapsed
-            assert elapsed < 3 * STORE_POLL_S, f"still {got} after {elapsed:.1f}s (want {want})"
-            time.sleep(0.1)
+    def status(key: str) -> int:
+        auth = {"authorization": f"Bearer {key}"}
+        return httpx.post(f"{gw.base_url}/chat/completions", json=body, headers=auth, timeout=5).status_code
 
     key = cli("keys", "create", "laptop").strip().splitlines()[-1]
     assert key.startswith("sk-")
-    status_within(key, 200)
+    gw.advance(STORE_POLL_S)
+    assert status(key) == 200
     cli("keys", "revoke", "laptop")
-    assert status_within(key, 401) <= STORE_POLL_S + 1.5
+    gw.advance(STORE_POLL_S)
+    assert status(key) == 401

@@ -19,6 +19,7 @@ import httpx
 import openai
 import pytest
 
+from omniroute.clock import FakeClock
 from omniroute.config import config_from_dict
 from omniroute.testing import FakeProviderThread
 from omniroute.testing.gateway import GatewayThread
@@ -88,8 +89,8 @@ class Rig:
             "resilience": res,
         }
 
-    def gateway(self, **kw: Any) -> GatewayThread:
-        gt = GatewayThread(config_from_dict(self.config(**kw), env={})).start()
+    def gateway(self, clock: FakeClock | None = None, **kw: Any) -> GatewayThread:
+        gt = GatewayThread(config_from_dict(self.config(**kw), env={}), clock=clock).start()
         self.gateways.append(gt)
         return gt
 
@@ -148,17 +149,18 @@ def state(gw: GatewayThread) -> dict[str, Any]:
 @pytest.mark.parametrize("stream", STREAM)
 def test_429_with_retry_after_falls_back_and_cools_connection(rig: Rig, stream: bool) -> None:
     """RESIL-2: A 429 Retry-After 2 → B answers; A's connection is skipped ≥ 2 s, then used again."""
-    gw = rig.gateway()
+    clock = FakeClock()
+    gw = rig.gateway(clock)
     rig.fakes["a"].set_behaviour("m", "fail-429-retry-2")
     r = chat(gw, stream=stream)
     assert r.status_code == 200 and served_by(r) == "pb"
     assert rig.fakes["a"].calls() == 1
     cd = state(gw)["cooldowns"]["a1"]
-    assert cd["until"] - time.time() > 1.5
+    assert cd["until"] - clock.time() > 1.5
     assert served_by(chat(gw, stream=stream)) == "pb"
     assert rig.fakes["a"].calls() == 1, "A must be skipped while cooling down"
     rig.fakes["a"].set_behaviour("m", "")
-    time.sleep(2.1)
+    gw.advance(2.1)
     r = chat(gw, stream=stream)
     assert served_by(r) == "pa" and rig.fakes["a"].calls() == 2
 
@@ -167,22 +169,23 @@ def test_breaker_opens_after_five_503_and_probes_once(rig: Rig) -> None:
     """RESIL-1: five counted failures open A's breaker; traffic skips A; after the reset timeout
     exactly one probe reaches A; success closes it."""
     gw = rig.gateway(
+        FakeClock(),
         resilience={
             "circuit_breaker": {"failure_threshold": 5, "reset_timeout_s": 3},
             "cooldown": {"base_s": 0.01, "max_s": 0.02},
-        }
+        },
     )
     rig.fakes["a"].set_behaviour("m", "fail-503")
     for _ in range(5):
         assert served_by(chat(gw)) == "pb"
-        time.sleep(0.05)
+        gw.advance(0.05)
     assert rig.fakes["a"].calls() == 5
     assert state(gw)["breakers"]["pa"]["state"] == "OPEN"
     for _ in range(3):
         assert served_by(chat(gw)) == "pb"
     assert rig.fakes["a"].calls() == 5, "an OPEN breaker keeps every request away from A"
     rig.fakes["a"].set_behaviour("m", "latency-600")  # recovered but slow: the probe is in flight a while
-    time.sleep(3.1)
+    gw.advance(3.1)
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         results = list(pool.map(lambda _: chat(gw), range(8)))
     assert all(r.status_code == 200 for r in results)
@@ -195,18 +198,19 @@ def test_breaker_opens_after_five_503_and_probes_once(rig: Rig) -> None:
 def test_failed_probe_reopens_with_doubled_timeout(rig: Rig) -> None:
     """RESIL-1: a failing probe re-opens the breaker with the reset timeout doubled."""
     gw = rig.gateway(
+        FakeClock(),
         resilience={
             "circuit_breaker": {"failure_threshold": 2, "reset_timeout_s": 3},
             "cooldown": {"base_s": 0.01, "max_s": 0.02},
             "retries": {"per_target": 0},
-        }
+        },
     )
     rig.fakes["a"].set_behaviour("m", "fail-500")
     for _ in range(2):
         assert served_by(chat(gw)) == "pb"
     b = state(gw)["breakers"]["pa"]
     assert b["state"] == "OPEN" and b["reset_timeout_s"] == 3
-    time.sleep(3.1)
+    gw.advance(3.1)
     calls = rig.fakes["a"].calls()
     assert served_by(chat(gw)) == "pb"
     assert rig.fakes["a"].calls() == calls + 1
@@ -370,11 +374,13 @@ def test_stream_stall_after_first_chunk_errors_within_idle_timeout(rig: Rig) -> 
 def test_outage_then_recovery_breaker_closes_and_body_names_served_model(rig: Rig) -> None:
     """RESIL-1: A down → B serves every request (body model + usage); after recovery A's circuit
     closes within reset timeout + one probe."""
+    clock = FakeClock()
     gw = rig.gateway(
+        clock,
         resilience={
             "circuit_breaker": {"failure_threshold": 2, "reset_timeout_s": 2},
             "cooldown": {"base_s": 0.01, "max_s": 0.02},
-        }
+        },
     )
     rig.fakes["a"].set_behaviour("m", "fail-503")
     for _ in range(4):
@@ -382,12 +388,12 @@ def test_outage_then_recovery_breaker_closes_and_body_names_served_model(rig: Ri
         assert r.status_code == 200 and served_by(r) == "pb"
         body = r.json()
         assert body["model"] == "m" and body["usage"]["total_tokens"] > 0
-        time.sleep(0.2)
+        gw.advance(0.2)
     rig.fakes["a"].set_behaviour("m", "")
-    recovered_at = time.monotonic()
+    recovered_at = clock.monotonic()
     while served_by(chat(gw)) != "pa":
-        assert time.monotonic() - recovered_at < 2 + 1.0, "circuit must close within reset timeout + a probe"
-        time.sleep(0.1)
+        assert clock.monotonic() - recovered_at < 2 + 1.0, "circuit must close within reset timeout + a probe"
+        gw.advance(0.1)
 
 
 @pytest.mark.parametrize("stream", STREAM)
@@ -423,13 +429,14 @@ def test_max_attempts_caps_upstream_calls(rig: Rig) -> None:
 def test_concurrent_requests_during_rate_limit_never_see_429(rig: Rig) -> None:
     """RESIL-2: 20 concurrent requests while A is rate-limited (Retry-After 1, then no hint) → no
     client-visible 429 while B is healthy; A's deadline never moves earlier."""
-    gw = rig.gateway()
+    clock = FakeClock()
+    gw = rig.gateway(clock)
     rig.fakes["a"].set_behaviour("m", "fail-429-retry-1")
     with concurrent.futures.ThreadPoolExecutor(20) as pool:
         first = list(pool.map(lambda _: chat(gw), range(20)))
     until_1 = raw_cooldown_until(gw, "a1")
     assert until_1 > 0
-    time.sleep(max(0.0, until_1 - time.time()) + 0.05)
+    gw.advance(max(0.0, until_1 - clock.time()) + 0.05)
     rig.fakes["a"].set_behaviour("m", "fail-429")
     with concurrent.futures.ThreadPoolExecutor(20) as pool:
         second = list(pool.map(lambda _: chat(gw), range(20)))
@@ -509,13 +516,11 @@ def test_client_disconnect_cancels_upstream_and_records_499(rig: Rig) -> None:
             if line.startswith("data: ") and "content" in line:
                 break
         closed_at = time.monotonic()
-    deadline = time.monotonic() + 2
-    while not rig.fakes["a"].cancel_times and time.monotonic() < deadline:
-        time.sleep(0.01)
+    rig.fakes["a"].wait_until(lambda p: bool(p.cancel_times), timeout_s=2)
     assert rig.fakes["a"].cancel_times, "the upstream request must be cancelled"
     assert rig.fakes["a"].cancel_times[0] - closed_at < 0.1
     assert rig.fakes["b"].calls() == 0, "nothing is retried after a client disconnect"
-    time.sleep(0.2)
+    gw.wait_idle()
     assert usage_rows(gw)[0]["status"] == 499
 
 

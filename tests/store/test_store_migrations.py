@@ -14,6 +14,7 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect, text
 from sqlalchemy.engine import Connection
 
+from omniroute.clock import SystemClock
 from omniroute.store import Store, migrate, migrations
 from omniroute.store.db import create_engine, parse_database_url
 from omniroute.store.migrations import current_revision, head_revision, shipped_head
@@ -147,7 +148,7 @@ def test_unsupported_url_is_rejected() -> None:
 async def test_ping_reports_an_unreachable_database(secret_key: str) -> None:
     """OBS-4: ``ping`` answers ``False`` instead of raising when the database is gone."""
     target = parse_database_url("postgresql://postgres@127.0.0.1:1/none")  # nothing listens on port 1
-    s = Store(create_engine(target), load_secret_box(secret_key=secret_key), target)
+    s = Store(create_engine(target), load_secret_box(secret_key=secret_key), target, SystemClock())
     try:
         assert await s.ping() is False
     finally:

@@ -105,3 +105,32 @@ async def test_prune_drops_old_rows(store: Store) -> None:
 async def test_ping(store: Store) -> None:
     """OBS-4: the readiness probe sees the database."""
     assert await store.ping() is True
+
+
+async def test_usage_summary_sums_token_classes_by_key_model_and_utc_day(store: Store) -> None:
+    """OBS-1: sums per key and UTC day (a row one second before midnight is the earlier day), every
+    token class and the cost; member rows are left out; rows outside the window are ignored."""
+    midnight = 1_764_633_600.0  # 2025-12-02T00:00:00Z
+    await store.write_usage(
+        [
+            _row(ts=midnight - 1, api_key_id="k1", cached_tokens=4, cost_usd=0.25),
+            _row(ts=midnight, api_key_id="k1", cache_write_tokens=3, cache_write_1h_tokens=1, cost_usd=0.5),
+            _row(ts=midnight + 60, api_key_id="k1", reasoning_tokens=2, price_unknown=True, cost_usd=0.0),
+            _row(ts=midnight + 61, api_key_id="k1", member="panel[0]", cost_usd=9.0),
+            _row(ts=midnight + 62, api_key_id="k2", model="gpt-5", cost_usd=0.125),
+            _row(ts=midnight + 86_400, api_key_id="k1", cost_usd=7.0),
+        ]
+    )
+    data = await store.usage_summary(["key", "day"], midnight - 86_400, midnight + 86_400)
+    assert [(d["key"], d["day"], d["requests"], d["cost_usd"]) for d in data] == [
+        ("k1", "2025-12-01", 1, 0.25),
+        ("k1", "2025-12-02", 2, 0.5),
+        ("k2", "2025-12-02", 1, 0.125),
+    ]
+    k1 = data[1]
+    assert (k1["prompt_tokens"], k1["completion_tokens"], k1["cache_write_tokens"]) == (20, 10, 3)
+    assert (k1["cache_write_1h_tokens"], k1["reasoning_tokens"], k1["price_unknown_requests"]) == (1, 2, 1)
+    by_model = await store.usage_summary(["model"], midnight - 86_400, midnight + 86_400)
+    assert [(d["model"], d["requests"]) for d in by_model] == [("gpt-4o", 3), ("gpt-5", 1)]
+    with pytest.raises(ValueError, match="colour"):
+        await store.usage_summary(["colour"], 0, midnight)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -52,13 +51,14 @@ async def send_error(
     err: GatewayError,
     req: ChatRequest | None = None,
     decision: Decision | None = None,
-    t0: float | None = None,
+    elapsed_ms: float = 0.0,
 ) -> None:
     """Send ``err`` in a format's ``error_body`` shape with its status and headers (API-6); with
-    ``req``, the routing headers too (API-7)."""
+    ``req``, the routing headers too (API-7), the overhead from ``elapsed_ms`` since the request
+    arrived."""
     headers = dict(err.headers)
     if req is not None:
-        overhead = (time.perf_counter() - t0) * 1000 if t0 is not None else 0.0
+        overhead = elapsed_ms
         if decision is not None:
             overhead -= sum(a.latency_ms for a in decision.attempts)
         headers.update(routing_headers(req, decision, overhead))
@@ -75,7 +75,8 @@ class _EarlyStart:
     yet, the decision endpoint has them) and the format's keep-alive (Anthropic ``ping``, else an SSE
     comment) go out, and a keep-alive follows every ``interval_s``. Fallback goes on unseen behind
     them; a request that then fails ends with the format's error event instead of an error status.
-    Costs one timer per streaming request; a task only when the timer fires."""
+    Costs one timer per streaming request; a task only when the timer fires. The timer runs on the
+    event loop's real time, whatever the gateway's clock: it keeps a real client socket alive."""
 
     __slots__ = ("_enc", "_headers", "_interval", "_send", "_task", "_timer", "started")
 
@@ -96,7 +97,7 @@ class _EarlyStart:
         await self._send({"type": "http.response.start", "status": 200, "headers": self._headers})
         while True:
             await self._send({"type": "http.response.body", "body": self._enc.keepalive(), "more_body": True})
-            await asyncio.sleep(self._interval)
+            await asyncio.sleep(self._interval)  # noqa: TID251 - client socket keep-alive: real time
 
     async def stop(self) -> bool:
         """Stop the timer and the keep-alives (idempotent); ``True`` when the headers went out."""
@@ -113,13 +114,14 @@ class _EarlyStart:
 async def run_chat(
     gw: Gateway, req: ChatRequest, surface: Surface, send: Send, receive: Receive, t0: float
 ) -> None:
-    """Execute ``req`` and write the response or stream to the client in ``surface``'s format.
+    """Execute ``req`` and write the response or stream to the client in ``surface``'s format;
+    ``t0`` is when it arrived (``gw.clock.monotonic()``, for the latency and overhead figures).
 
     Streaming requests watch for the client's disconnect from the start: a disconnect cancels the
     upstream attempt (before or after commit) at once, nothing is retried, and the usage row is
     recorded with status 499 (RESIL-9). A stream whose first content is slow gets its headers and
     keep-alives early (:class:`_EarlyStart`, ``server.stream_keepalive_s``)."""
-    decision = Decision(req.request_id, req.model)
+    decision = Decision(req.request_id, req.model, ts=gw.clock.time())
     if not req.stream:
         await _run(gw, req, surface, send, t0, decision)
         return
@@ -143,7 +145,7 @@ async def run_chat(
             status=499,
             cand=so.candidate if so else None,
             usage=so.usage if so else None,
-            latency_ms=(time.perf_counter() - t0) * 1000,
+            latency_ms=(gw.clock.monotonic() - t0) * 1000,
             ttft_ms=so.ttft_ms if so else None,
             error="client disconnected",
         )
@@ -177,14 +179,16 @@ async def _run(
             status=error.status,
             cand=None,
             usage=None,
-            latency_ms=(time.perf_counter() - t0) * 1000,
+            latency_ms=(gw.clock.monotonic() - t0) * 1000,
             ttft_ms=None,
             error=error.message,
         )
         if headers_sent and enc is not None:  # fallback ran out behind early headers: the error event
             await send({"type": "http.response.body", "body": enc.error(error), "more_body": False})
         else:
-            await send_error(send, surface.error_body, error, req, decision, t0)
+            await send_error(
+                send, surface.error_body, error, req, decision, (gw.clock.monotonic() - t0) * 1000
+            )
         return
     if isinstance(outcome, Outcome):
         await _send_full(gw, req, surface, send, outcome, decision, t0)
@@ -198,7 +202,7 @@ async def _send_full(
     gw: Gateway, req: ChatRequest, surface: Surface, send: Send, out: Outcome, decision: Decision, t0: float
 ) -> None:
     body = orjson.dumps(surface.render(out.response, req))
-    total_ms = (time.perf_counter() - t0) * 1000
+    total_ms = (gw.clock.monotonic() - t0) * 1000
     upstream_ms = sum(a.latency_ms for a in decision.attempts)
     headers = routing_headers(req, decision, total_ms - upstream_ms, out.candidate)
     await send_bytes(send, 200, body, encode_headers(headers))
@@ -229,7 +233,7 @@ async def _send_stream(
     try:
         if not headers_sent:
             upstream_ms = sum(a.latency_ms for a in decision.attempts)
-            overhead = (time.perf_counter() - t0) * 1000 - upstream_ms
+            overhead = (gw.clock.monotonic() - t0) * 1000 - upstream_ms
             headers = [*SSE_HEADERS, *encode_headers(routing_headers(req, decision, overhead, so.candidate))]
             await send({"type": "http.response.start", "status": 200, "headers": headers})
         start = enc.start()
@@ -278,7 +282,7 @@ def _finish_usage(
         status=status,
         cand=so.candidate,
         usage=_usage(so, req),
-        latency_ms=(time.perf_counter() - t0) * 1000,
+        latency_ms=(gw.clock.monotonic() - t0) * 1000,
         ttft_ms=so.ttft_ms,
         error=error,
     )

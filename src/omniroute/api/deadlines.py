@@ -3,7 +3,8 @@
 One timer serves every request whose body is being read, instead of one ``asyncio.timeout`` per
 request: entering and leaving a timeout scope cost more than everything else in reading a small
 body (PERF-2, profiled with ``bench``). The timer runs only while some body is being read, ticks
-every ``tick_s`` seconds, and cancels the reading task of each request past its deadline.
+every ``tick_s`` seconds, and cancels the reading task of each request past its deadline. It runs on
+the event loop's real time, not the gateway's clock: it bounds a read from a real client socket.
 """
 
 from __future__ import annotations

@@ -3,7 +3,6 @@ providers that serve embeddings, with plain priority order and fallback. Usage i
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import orjson
@@ -80,7 +79,7 @@ def _validate(body: dict[str, Any]) -> None:
 
 async def embeddings(gw: Gateway, scope: Scope, receive: Receive, send: Send) -> None:
     """Forward an embeddings request to the first healthy candidate; fall back on failure."""
-    t0 = time.perf_counter()
+    t0 = gw.clock.monotonic()
     headers = header_map(scope)
     req_id = gw.request_id_for(headers)
     try:
@@ -96,7 +95,7 @@ async def embeddings(gw: Gateway, scope: Scope, receive: Receive, send: Send) ->
         err.headers.setdefault("x-request-id", req_id)
         await send_error(send, openai_error, err)
         return
-    decision = Decision(request_id=req_id, requested_model=req.model, strategy="priority")
+    decision = Decision(request_id=req_id, requested_model=req.model, strategy="priority", ts=gw.clock.time())
     try:
         plan = resolve(gw.registry, req.model)
         decision.route = plan.route
@@ -107,11 +106,11 @@ async def embeddings(gw: Gateway, scope: Scope, receive: Receive, send: Send) ->
                 param="model",
             )
         cands = [c for c in gw.planner.expand(plan.targets, decision) if c.provider.format == "openai"]
-        result = await gw.resilience.filter(cands, LadderContext(now=time.time()))
+        result = await gw.resilience.filter(cands, LadderContext(now=gw.clock.time()))
         decision.exclusions.extend(result.exclusions)
         errors: list[UpstreamError] = []
         for cand in result.survivors:
-            a0 = time.monotonic()
+            a0 = gw.clock.monotonic()
             try:
                 resp = await gw.client.send(embeddings_request(cand, body), provider=cand.provider.id)
                 try:
@@ -119,10 +118,12 @@ async def embeddings(gw: Gateway, scope: Scope, receive: Receive, send: Send) ->
                 finally:
                     resp.close()
                 if resp.status >= 400:
-                    raise gw.adapters["openai"].classify_error(resp.status, resp.headers, data, cand)
+                    raise gw.adapters["openai"].classify_error(
+                        resp.status, resp.headers, data, cand, now=gw.clock.time()
+                    )
             except UpstreamError as err:
                 redact_error(err, cand.connection.secret)
-                ms = (time.monotonic() - a0) * 1000
+                ms = (gw.clock.monotonic() - a0) * 1000
                 decision.attempts.append(
                     AttemptRecord(
                         cand.provider.id,
@@ -138,7 +139,7 @@ async def embeddings(gw: Gateway, scope: Scope, receive: Receive, send: Send) ->
                 if not err.retryable:
                     raise
                 continue
-            ms = (time.monotonic() - a0) * 1000
+            ms = (gw.clock.monotonic() - a0) * 1000
             decision.attempts.append(
                 AttemptRecord(cand.provider.id, cand.model.id, cand.connection.id, 200, "ok", ms)
             )
@@ -147,7 +148,7 @@ async def embeddings(gw: Gateway, scope: Scope, receive: Receive, send: Send) ->
             gw.remember(decision)
             out = orjson.loads(data)
             usage = Usage(prompt_tokens=int((out.get("usage") or {}).get("prompt_tokens") or 0))
-            total = (time.perf_counter() - t0) * 1000
+            total = (gw.clock.monotonic() - t0) * 1000
             gw.record_usage(req, decision, status=200, cand=cand, usage=usage, latency_ms=total, ttft_ms=None)
             hdr = routing_headers(req, decision, total - ms, cand)
             await send_bytes(send, 200, data, encode_headers(hdr))
@@ -155,14 +156,15 @@ async def embeddings(gw: Gateway, scope: Scope, receive: Receive, send: Send) ->
         raise await gw.engine.exhausted(cands, errors, decision)
     except GatewayError as err:
         gw.remember(decision)
+        elapsed_ms = (gw.clock.monotonic() - t0) * 1000
         gw.record_usage(
             req,
             decision,
             status=err.status,
             cand=None,
             usage=None,
-            latency_ms=(time.perf_counter() - t0) * 1000,
+            latency_ms=elapsed_ms,
             ttft_ms=None,
             error=err.message,
         )
-        await send_error(send, openai_error, err, req, decision, t0)
+        await send_error(send, openai_error, err, req, decision, elapsed_ms)

@@ -11,7 +11,6 @@ uses the format's error shape.
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Awaitable, Callable, Iterable
 
 from omniroute.api.asgi import (
@@ -47,7 +46,7 @@ class FormatRoute:
         self.read = route.read
 
     async def __call__(self, gw: Gateway, scope: Scope, receive: Receive, send: Send) -> None:
-        t0 = time.perf_counter()
+        t0 = gw.clock.monotonic()
         headers = header_map(scope)
         client = self.client
         if client.key_query is not None:
@@ -62,7 +61,8 @@ class FormatRoute:
                 receive, gw.max_body_bytes, headers.get("content-length"), gw.body_deadlines
             )
             body = parse_json_object(raw, headers.get("content-type"))
-            got = await self.read(body, Call(scope["path"], headers, key["id"] if key else None, gw.store))
+            call = Call(scope["path"], headers, key["id"] if key else None, gw.store, gw.clock)
+            got = await self.read(body, call)
             if isinstance(got, TokenCount):
                 gw.check_key_allows(key, got.model)
                 if got.resolve:

@@ -163,14 +163,19 @@ def keys_revoke(
 
 
 @catalog_app.command("list")
-def catalog_list() -> None:
-    """Print the built-in catalog's providers and models."""
+def catalog_list(config: ConfigOpt = None) -> None:
+    """Print the catalog's providers and models with their prices and where each price comes from."""
     from rich.table import Table
 
-    from omniroute.providers.catalog import Catalog
+    from omniroute.bootstrap import build_catalog
 
-    table = Table("provider", "format", "model", "in $/1M", "out $/1M", "context", "tier")
-    for p in Catalog.builtin().providers:
+    try:
+        cat = build_catalog(_load(config), (), None)
+    except ConfigError as exc:
+        err_console.print(f"[red]{exc}[/red]")
+        raise typer.Exit(1) from None
+    table = Table("provider", "format", "model", "in $/1M", "out $/1M", "context", "tier", "price from")
+    for p in cat.providers:
         for m in p.models:
             table.add_row(
                 p.id,
@@ -180,6 +185,7 @@ def catalog_list() -> None:
                 _price(m.output_price),
                 f"{m.context_window:,}",
                 m.tier,
+                m.price_source,
             )
     console.print(table)
 
@@ -195,7 +201,9 @@ def catalog_refresh(
         Path, typer.Option("--output", "-o", help="Where to write the refreshed catalog.")
     ] = Path("catalog.json"),
 ) -> None:
-    """Refresh prices/limits/capabilities from a models.dev-style JSON file."""
+    """Add models, limits and capabilities from a models.dev-style JSON file to a copy of the
+    built-in catalog; set catalog_file in the config to serve it. Prices of models the price
+    library knows still come from the library."""
     from omniroute.providers.catalog import Catalog
 
     try:
@@ -204,7 +212,7 @@ def catalog_refresh(
         err_console.print(f"[red]Cannot refresh:[/red] {exc}")
         raise typer.Exit(1) from None
     cat.write_json(output)
-    console.print(f"Wrote {output} ({len(cat)} providers).")
+    console.print(f"Wrote {output} ({len(cat)} providers). Serve it with: catalog_file: {output}")
 
 
 @app.command()

@@ -357,12 +357,14 @@ class Config:
     (COMBO-3/COMBO-4: e.g. ``stickyRoundRobinLimit``; the deep-frozen options map of
     :class:`~omniroute.core.combo.ComboOptions`), an addition to the OPS-2 contract. ``source_path``
     is the file that was read, or ``None``. Config-declared objects win over stored copies with the
-    same id (OPS-2).
+    same id (OPS-2). ``catalog_file`` is a catalog written by ``omniroute catalog refresh`` that
+    replaces the built-in one (PROV-2); ``None`` uses the built-in catalog.
     """
 
     server: ServerConfig = field(default_factory=ServerConfig)
     database_url: str = DEFAULT_DATABASE_URL
     redis_url: str | None = None
+    catalog_file: Path | None = None
     api_keys: tuple[ApiKeyConfig, ...] = ()
     providers: tuple[ProviderConfig, ...] = ()
     connections: tuple[ConnectionConfig, ...] = ()

@@ -255,6 +255,7 @@ class _Root(_Edge):
     server: _Server | None = None
     database_url: _Str | None = None
     redis_url: _Str | None = None
+    catalog_file: _Str | None = None
     api_keys: list[_ApiKey] | None = None
     providers: list[_Provider] | None = None
     connections: list[_Connection] | None = None
@@ -288,6 +289,9 @@ def build(
     config = _apply_env_urls(config, env, errors)
     if errors:
         raise ConfigError(errors)
+    if config.catalog_file is not None and source is not None and not config.catalog_file.is_absolute():
+        # a relative catalog_file is read from the config file's folder
+        config = replace(config, catalog_file=source.parent / config.catalog_file)
     return replace(config, source_path=source)
 
 
@@ -382,6 +386,7 @@ def _convert(root: _Root, errors: list[tuple[str, str]]) -> Config:
         server=server,
         database_url=root.database_url or DEFAULT_DATABASE_URL,
         redis_url=root.redis_url,
+        catalog_file=Path(root.catalog_file).expanduser() if root.catalog_file else None,
         api_keys=api_keys,
         providers=providers,
         connections=connections,

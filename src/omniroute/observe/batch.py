@@ -1,42 +1,50 @@
 """A batched background writer: rows are queued on the hot path and written off it (OBS-1).
 
 ``put`` never blocks and never touches the database; a background task drains the queue in batches
-(up to ``max_batch`` rows or every ``interval_s`` seconds) into ``sink``. ``stop`` flushes everything
-still queued, so nothing is lost on shutdown. A failing sink is retried with backoff and rows are
-kept (bounded by ``max_pending``; past that the oldest are dropped with a logged count).
+(up to ``max_batch`` rows or every ``interval_s`` seconds on the injected clock) into ``sink``.
+``stop`` flushes everything still queued, so nothing is lost on shutdown. A failing sink is retried
+with backoff and rows are kept (bounded by ``max_pending``; past that the oldest are dropped with a
+logged count).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Generic, TypeVar
+
+from omniroute.clock import Clock, wait_any
 
 T = TypeVar("T")
 log = logging.getLogger("omniroute.observe")
 
 
 class BatchWriter(Generic[T]):
-    """Queue rows and write them in batches. ``sink(rows)`` persists one batch (e.g. one transaction)."""
+    """Queue rows and write them in batches. ``sink(rows)`` persists one batch (e.g. one transaction);
+    ``clock`` times the flush interval and the retry backoff (seconds)."""
 
     def __init__(
         self,
         sink: Callable[[list[T]], Awaitable[None]],
         *,
+        clock: Clock,
         name: str,
         max_batch: int = 500,
         interval_s: float = 0.25,
         max_pending: int = 100_000,
     ) -> None:
         self._sink = sink
+        self._clock = clock
         self._name = name
         self._max_batch = max_batch
         self._interval_s = interval_s
         self._pending: deque[T] = deque(maxlen=max_pending)
         self._wake = asyncio.Event()
+        self._flushing = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
         self.written = 0
@@ -64,17 +72,27 @@ class BatchWriter(Generic[T]):
             )
 
     async def flush(self) -> None:
-        """Write everything queued now (used by tests and on shutdown)."""
-        while self._pending:
-            batch = [self._pending.popleft() for _ in range(min(self._max_batch, len(self._pending)))]
-            await self._sink(batch)
-            self.written += len(batch)
+        """Write everything queued now (used by tests and on shutdown). Rows leave the queue only once
+        ``sink`` took them, so a failed batch is retried whole; raises what ``sink`` raises."""
+        async with self._flushing:  # one writer at a time, or two flushes would write a batch twice
+            pending = self._pending
+            while pending:
+                batch = list(itertools.islice(pending, self._max_batch))
+                dropped = self.dropped
+                await self._sink(batch)
+                # rows put meanwhile may have pushed the oldest, this batch's first, out of the queue
+                for _ in range(max(0, len(batch) - (self.dropped - dropped))):
+                    pending.popleft()
+                self.written += len(batch)
 
     async def _run(self) -> None:
         delay = self._interval_s
         while not self._stopping:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=self._interval_s)
+            woken = asyncio.ensure_future(self._wake.wait())
+            try:
+                await wait_any(self._clock, (woken,), self._interval_s)
+            finally:
+                woken.cancel()
             self._wake.clear()
             try:
                 await self.flush()
@@ -86,10 +104,12 @@ class BatchWriter(Generic[T]):
                     "%s writer: batch failed; %d rows kept for retry", self._name, len(self._pending)
                 )
                 delay = min(delay * 2, 5.0)
-                await asyncio.sleep(delay)
+                await self._clock.sleep(delay)
 
     async def stop(self) -> None:
-        """Stop the task and flush what is left (nothing is lost on a clean shutdown)."""
+        """Stop the task and flush what is left (nothing is lost on a clean shutdown). A sink that hangs
+        gets 10 s of real time to finish first: that bounds a shutdown on a stuck database, it is no
+        routing timer."""
         self._stopping = True
         self._wake.set()
         if self._task is not None:

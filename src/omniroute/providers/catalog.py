@@ -379,6 +379,10 @@ def _derived_tier(input_price: float | None, output_price: float | None) -> str:
     return "premium" if 0.6 * input_price + 0.4 * output_price >= PREMIUM_BLENDED_PRICE else "standard"
 
 
+def _source(input_price: float | None, output_price: float | None, known: str) -> str:
+    return known if input_price is not None and output_price is not None else "unknown"
+
+
 def _union(have: tuple[str, ...], extra: Iterable[str]) -> tuple[str, ...]:
     seen = {a.lower() for a in have}
     out = list(have)
@@ -443,6 +447,7 @@ def _parse_model(item: Any, where: str) -> ModelInfo:
         capabilities=frozenset(_str_list(item, "capabilities", where)) if "capabilities" in item else None,
         tier=_str(item, "tier", where) if tier is not None else _derived_tier(input_price, output_price),
         name=_str(item, "name", where, mid) or mid,
+        price_source=_source(input_price, output_price, "catalog"),
     )
 
 
@@ -464,6 +469,9 @@ def _parse_provider(item: Any, source: str) -> ProviderInfo:
     simulated = item.get("simulated", False)
     if not isinstance(simulated, bool):
         raise ValueError(f"{where}: 'simulated' must be true or false")
+    local = item.get("local", False)
+    if not isinstance(local, bool):
+        raise ValueError(f"{where}: 'local' must be true or false")
     return ProviderInfo(
         id=pid,
         format=_str(item, "format", where, "openai"),
@@ -473,6 +481,7 @@ def _parse_provider(item: Any, source: str) -> ProviderInfo:
         models=models,
         simulated=simulated,
         embeddings=_serves_embeddings(models) if embeddings is None else embeddings,
+        local=local,
     )
 
 
@@ -502,6 +511,8 @@ def _provider_to_dict(p: ProviderInfo) -> dict[str, Any]:
     }
     if p.simulated:
         out["simulated"] = True
+    if p.local:
+        out["local"] = True
     out["models"] = [_model_to_dict(m) for m in p.models]
     return out
 
@@ -525,10 +536,22 @@ def _merge_models(models: tuple[ModelInfo, ...], overrides: Iterable[ModelOverri
                     capabilities=caps,
                     tier=mo.tier or _derived_tier(mo.input_price, mo.output_price),
                     name=mo.name or mo.id,
+                    price_source=_source(mo.input_price, mo.output_price, "config"),
                 )
             )
             continue
         have = out[pos]
+        if mo.input_price is not None or mo.output_price is not None:
+            # config prices replace every price of the model: cache tokens then bill at the input price
+            have = replace(
+                have,
+                cache_read_price=None,
+                cache_write_price=None,
+                cache_write_1h_price=None,
+                long_context_threshold=0,
+                long_context=None,
+                price_source="config",
+            )
         out[pos] = replace(
             have,
             input_price=have.input_price if mo.input_price is None else mo.input_price,

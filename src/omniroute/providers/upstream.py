@@ -4,8 +4,10 @@ One pooled aiohttp ``ClientSession`` per process with keep-alive and no retries 
 engine is the only retry layer). Third-party exceptions become :mod:`omniroute.errors` types here,
 at this one boundary. Timeouts follow RESIL-6: ``connect_s`` to open the socket, ``ttft_s`` until the
 response headers (and, for streams, until the first event), ``idle_s`` between stream events and
-``total_s`` for the whole attempt. What is read is bounded by :class:`ReadLimits` (config
-``upstream_limits``): a whole body, and each stream event, which is assembled in linear time.
+``total_s`` for the whole attempt. They are socket timeouts, so they run on the event loop's real time
+(``asyncio.timeout``), not on the gateway's injected clock. What is read is bounded by
+:class:`ReadLimits` (config ``upstream_limits``): a whole body, and each stream event, which is
+assembled in linear time.
 """
 
 from __future__ import annotations

@@ -274,7 +274,7 @@ def classify_http(
     body: bytes,
     *,
     provider: str,
-    now: float | None = None,
+    now: float,
     rules: Sequence[Rule] = RULES,
 ) -> UpstreamError:
     """Classify one non-2xx upstream response (RESIL-5).
@@ -283,12 +283,12 @@ def classify_http(
     ``HTTP <status>``), ``upstream_status``, ``provider_code`` and ``retry_after_s`` (seconds, from
     headers then text; RESIL-2). ``QuotaExhausted.until_midnight`` is set for daily quotas. For
     errors returned to the client as is (UpstreamBadRequest, ContextOverflow, ContentFiltered) the
-    client-facing ``status`` equals the upstream 4xx status. ``now`` (epoch s) resolves HTTP-date
-    hints; defaults to the system clock.
+    client-facing ``status`` equals the upstream 4xx status. ``now`` (epoch s, the gateway's clock)
+    resolves HTTP-date hints.
     """
     info = extract_error(body)
     rule = match_rule(status, info, rules)
-    wait = parse_wait_hint(headers, f"{info.message}\n{info.detail}", time.time() if now is None else now)
+    wait = parse_wait_hint(headers, f"{info.message}\n{info.detail}", now)
     return _build(rule.error, rule, status, info, info.message or f"HTTP {status}", wait, provider)
 
 
@@ -380,7 +380,9 @@ def error_from_payload(
     info = _info_from_obj(obj)
     status = _implied_status(obj)
     rule = match_rule(status, info, rules)
-    wait = parse_wait_hint(None, f"{info.message}\n{info.detail}", time.time() if now is None else now)
+    # Stream parsers hold no clock: a reset instant in an in-stream error reads the process time.
+    when = time.time() if now is None else now  # noqa: TID251
+    wait = parse_wait_hint(None, f"{info.message}\n{info.detail}", when)
     error = StreamBroken if rule is _DEFAULT_RULE and in_stream else rule.error
     return _build(
         error, rule, status, info, info.message or "upstream returned an error object", wait, provider
@@ -392,7 +394,7 @@ def _seconds(value: float) -> str:
 
 
 def classify_exception(
-    exc: BaseException, *, provider: str, phase: Phase, timeout_s: float | None = None
+    exc: BaseException, *, provider: str, phase: Phase, now: float, timeout_s: float | None = None
 ) -> UpstreamError:
     """Classify a transport failure of one attempt (RESIL-5, RESIL-9).
 
@@ -400,10 +402,10 @@ def classify_exception(
     the phase and ``timeout_s`` ("TTFT timeout after 60s"). ``ClientConnectorError`` →
     :class:`ConnectionFailed`; ``ServerDisconnectedError``/``ClientOSError``/``ClientPayloadError``
     and other connection errors → :class:`StreamBroken` in the ``stream``/``idle`` phases, else
-    :class:`ConnectionFailed`. ``ClientResponseError`` goes through :func:`classify_http`; malformed
-    payloads (``ValueError``) → StreamBroken in a stream, else ServerError. An ``UpstreamError`` is
-    returned unchanged. Cancellation and other non-``Exception`` signals are re-raised, never
-    classified.
+    :class:`ConnectionFailed`. ``ClientResponseError`` goes through :func:`classify_http` (at ``now``,
+    epoch s); malformed payloads (``ValueError``) → StreamBroken in a stream, else ServerError. An
+    ``UpstreamError`` is returned unchanged. Cancellation and other non-``Exception`` signals are
+    re-raised, never classified.
     """
     import aiohttp
 
@@ -418,7 +420,7 @@ def classify_exception(
         return Timeout(f"{label} timeout{after}", provider=provider)
     if isinstance(exc, aiohttp.ClientResponseError):
         headers = dict(exc.headers) if exc.headers else {}
-        return classify_http(exc.status, headers, exc.message.encode(), provider=provider)
+        return classify_http(exc.status, headers, exc.message.encode(), provider=provider, now=now)
     detail = str(exc) or type(exc).__name__
     if isinstance(exc, aiohttp.ClientConnectorError):
         return ConnectionFailed(f"connection failed: {detail}", provider=provider)

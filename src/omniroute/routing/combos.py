@@ -212,7 +212,7 @@ async def plan_combo(
         if st.per_connection is None:
             st.per_connection = per_connection(targets)
         targets = st.per_connection
-    now = gw.resilience.clock.time()
+    now = gw.clock.time()
     state = st.state
     ctx = StrategyContext(
         combo=name,
@@ -235,7 +235,7 @@ async def plan_combo(
     candidates, owner = _flatten(ordered, decision)
     decision.reason = "; ".join([ordering.reason, *notes]) if ordering.reason else "; ".join(notes)
     hook = ordering.on_success
-    clock = gw.resilience.clock
+    clock = gw.clock
 
     async def on_success(cand: Candidate) -> None:
         await state.note_served(cand.connection.id, clock.time())

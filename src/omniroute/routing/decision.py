@@ -6,7 +6,6 @@ A :class:`Decision` is built by the engine for every request, carried in the com
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -18,7 +17,9 @@ class Decision:
 
     ``candidates``: one dict per candidate considered, in tried order (``provider``, ``model``,
     ``connection`` and, for auto, ``score`` and ``factors``); ``exclusions`` and ``attempts`` as in
-    RESIL-7 diagnostics; ``reason`` is the strategy's or router's human explanation.
+    RESIL-7 diagnostics; ``reason`` is the strategy's or router's human explanation; ``ts`` is when
+    the request arrived (epoch s on the gateway's clock; 0 for a scratch decision that is never
+    stored).
 
     Candidate rows may be deferred (:meth:`defer_candidates`): the planner hands over a builder and
     the rows are made the first time ``candidates`` is read (the decision is serialised off the
@@ -58,7 +59,7 @@ class Decision:
         final_score: float | None = None,
         top_factors: list[tuple[str, float]] | None = None,
         extra: dict[str, Any] | None = None,
-        ts: float | None = None,
+        ts: float = 0.0,
     ) -> None:
         self.request_id = request_id
         self.requested_model = requested_model
@@ -74,7 +75,7 @@ class Decision:
         self.final_score = final_score
         self.top_factors: list[tuple[str, float]] = [] if top_factors is None else top_factors
         self.extra: dict[str, Any] = {} if extra is None else extra
-        self.ts: float = time.time() if ts is None else ts
+        self.ts = ts
 
     @property
     def candidates(self) -> list[dict[str, Any]]:

@@ -12,11 +12,11 @@ from __future__ import annotations
 import asyncio
 import inspect
 import math
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from omniroute.clock import Clock
 from omniroute.errors import (
     AttemptRecord,
     ConnectionFailed,
@@ -207,14 +207,16 @@ MAX_INLINE_WAIT_S = 2.0  # longest upstream hint waited out in-request on the la
 
 @dataclass(slots=True)
 class _Budget:
-    """RESIL-6 budgets of one request: attempt cap, transient retries per target, total deadline."""
+    """RESIL-6 budgets of one request: attempt cap, transient retries per target, total deadline
+    (``clock.monotonic()`` seconds)."""
 
     limit: int
     per_target: int
     deadline: float
+    clock: Clock
 
     def spent(self, attempts: int) -> bool:
-        return attempts >= self.limit or time.monotonic() >= self.deadline
+        return attempts >= self.limit or self.clock.monotonic() >= self.deadline
 
     def retry_wait(self, err: UpstreamError, tries: int, last: bool, attempts: int) -> float | None:
         """Seconds to wait before retrying the same target, or ``None`` to move on.
@@ -227,7 +229,7 @@ class _Budget:
         if err.retry_after_s is None:
             return min(0.05 * tries, 0.5) if isinstance(err, _TRANSIENT) else None
         if isinstance(err, (RateLimited, Overloaded)) and last:
-            remaining = self.deadline - time.monotonic()
+            remaining = self.deadline - self.clock.monotonic()
             if err.retry_after_s <= min(MAX_INLINE_WAIT_S, remaining - 1.0):
                 return err.retry_after_s
         return None
@@ -236,18 +238,23 @@ class _Budget:
 class Engine:
     """Runs attempts for one request over an ordered candidate list (RESIL-6).
 
-    ``adapters`` maps a wire format (``openai``, ``anthropic``, ``gemini``) to its adapter.
+    ``adapters`` maps a wire format (``openai``, ``anthropic``, ``gemini``) to its adapter; ``clock``
+    (the gateway's, shared with the ladder) times the budget, the retry waits and the latencies. The
+    upstream client's socket timeouts, and the TTFT timer around the first stream events, run on the
+    event loop's real time: they guard a real socket.
     """
 
     def __init__(
         self,
         *,
+        clock: Clock,
         client: UpstreamClient,
         resilience: Resilience,
         adapters: Mapping[str, ProviderAdapter],
         retries: RetrySettings,
         timeouts: AttemptTimeouts,
     ) -> None:
+        self.clock = clock
         self.client = client
         self.resilience = resilience
         self.adapters = adapters
@@ -272,7 +279,8 @@ class Engine:
         ``asyncio.CancelledError`` when the client went away (the attempt is recorded as 499), else
         :class:`ExhaustedError` (RESIL-7).
         """
-        ctx = LadderContext.for_request(req.body, now=self.resilience.clock.time())
+        clock = self.clock
+        ctx = LadderContext.for_request(req.body, now=clock.time())
         resilience = self.resilience
         result = await resilience.filter(candidates, ctx)
         survivors = result.survivors  # a fresh list, only read here
@@ -282,7 +290,8 @@ class Engine:
         budget = _Budget(
             retries.max_attempts if max_attempts is None else max_attempts,
             retries.per_target if per_target is None else per_target,
-            time.monotonic() + retries.total_s,
+            clock.monotonic() + retries.total_s,
+            clock,
         )
         errors: list[UpstreamError] = []
         lastidx = len(survivors) - 1
@@ -331,7 +340,7 @@ class Engine:
                 cand.connection.id,
             )
         if failed_before:
-            return await self.resilience.recheck(cand, self.resilience.clock.time())
+            return await self.resilience.recheck(cand, self.clock.time())
         return None
 
     async def _try_candidate(
@@ -346,17 +355,18 @@ class Engine:
     ) -> Outcome | StreamOutcome | None:
         """Attempts on one candidate with its transient retries; ``None`` moves to the next one."""
         state = self.resilience.state
+        clock = self.clock
         tries = 0
         while True:
             tries += 1
-            t0 = time.monotonic()
+            t0 = clock.monotonic()
             await state.incr_inflight(cand.connection.id)
             try:
                 out = await self._attempt(cand, req, budget.deadline)
             except UpstreamError as err:
                 redact_error(err, cand.connection.secret)  # before any sink sees the upstream's text
                 await state.decr_inflight(cand.connection.id)
-                ms = (time.monotonic() - t0) * 1000
+                ms = (clock.monotonic() - t0) * 1000
                 decision.attempts.append(
                     AttemptRecord(
                         cand.provider.id,
@@ -377,8 +387,8 @@ class Engine:
                 wait = budget.retry_wait(err, tries, last, len(decision.attempts))
                 if wait is None:
                     return None
-                await asyncio.sleep(wait)
-                if await self.resilience.recheck(cand, self.resilience.clock.time()) is not None:
+                await clock.sleep(wait)
+                if await self.resilience.recheck(cand, clock.time()) is not None:
                     return None
                 continue
             except asyncio.CancelledError:
@@ -390,12 +400,12 @@ class Engine:
                         cand.connection.id,
                         499,
                         "client disconnected",
-                        (time.monotonic() - t0) * 1000,
+                        (clock.monotonic() - t0) * 1000,
                     )
                 )
                 await self.resilience.release_probe(cand)
                 raise
-            ms = (time.monotonic() - t0) * 1000
+            ms = (clock.monotonic() - t0) * 1000
             decision.attempts.append(
                 AttemptRecord(cand.provider.id, cand.model.id, cand.connection.id, 200, "ok", ms)
             )
@@ -446,25 +456,26 @@ class Engine:
                 provider=cand.provider.id,
             )
         t = self.timeouts
-        remaining = deadline - time.monotonic()
+        clock = self.clock
+        remaining = deadline - clock.monotonic()
         if cand.timeout_s is not None or remaining < t.total_s:
             total = min(remaining, cand.timeout_s or t.total_s)
             t = AttemptTimeouts(t.connect_s, min(t.ttft_s, total), t.idle_s, total)
         up = adapter.build_request(cand, req, stream=req.stream)
-        t0 = time.monotonic()
+        t0 = clock.monotonic()
         if not req.stream:  # headers and body under one timer (RESIL-6 ttft, then total)
             resp, body = await self.client.fetch(up, provider=cand.provider.id, timeouts=t)
             if resp.status >= 400:
-                raise adapter.classify_error(resp.status, resp.headers, body, cand)
+                raise adapter.classify_error(resp.status, resp.headers, body, cand, now=clock.time())
             data = adapter.parse_response(body, cand)
-            upstream_ms = (time.monotonic() - t0) * 1000
+            upstream_ms = (clock.monotonic() - t0) * 1000
             usage = Usage.from_openai(data.get("usage"))
             return Outcome(data, cand, usage, upstream_ms, headers=resp.headers)
         resp = await self.client.send(up, provider=cand.provider.id, timeouts=t)
         try:
             if resp.status >= 400:
                 body = await resp.read()
-                raise adapter.classify_error(resp.status, resp.headers, body, cand)
+                raise adapter.classify_error(resp.status, resp.headers, body, cand, now=clock.time())
             return await self._open_stream(cand, req, resp, adapter, t0, t)
         except BaseException:
             resp.close()
@@ -480,7 +491,8 @@ class Engine:
         t: AttemptTimeouts,
     ) -> StreamOutcome:
         parser = adapter.stream_parser(cand, req)
-        remaining_ttft = max(0.001, t.ttft_s - (time.monotonic() - t0))
+        clock = self.clock
+        remaining_ttft = max(0.001, t.ttft_s - (clock.monotonic() - t0))
         events = resp.event_batches(first_timeout_s=remaining_ttft).__aiter__()
         first: list[dict[str, Any]] = []
         try:
@@ -492,7 +504,7 @@ class Engine:
                         chunks = parser.feed(ev, data)
                         first.extend(chunks)
                         if any(is_content_chunk(ch) for ch in chunks):  # the commit point (RESIL-9)
-                            ttft = (time.monotonic() - t0) * 1000
+                            ttft = (clock.monotonic() - t0) * 1000
                             return StreamOutcome(
                                 cand, first, resp, parser, events, ttft, ttft, rest=batch[i + 1 :]
                             )
@@ -507,7 +519,7 @@ class Engine:
             ) from None
         first.extend(parser.finish())
         if any(is_content_chunk(ch) for ch in first):
-            ttft = (time.monotonic() - t0) * 1000
+            ttft = (clock.monotonic() - t0) * 1000
             so = StreamOutcome(cand, first, resp, parser, events, ttft, ttft)
             so.finished = True
             return so
@@ -533,7 +545,7 @@ class Engine:
             ):
                 status = 429
                 records = await self.resilience.state.get_cooldowns({c.connection.id for c in candidates})
-                now = self.resilience.clock.time()
+                now = self.clock.time()
                 waits = [r.until - now for r in records.values() if r.until > now]
                 if waits:
                     headers["Retry-After"] = str(max(1, math.ceil(min(waits))))

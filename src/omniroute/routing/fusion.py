@@ -19,11 +19,11 @@ judge synthesises one answer.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from omniroute.clock import Clock, wait_any
 from omniroute.errors import Diagnostics, ExhaustedError, GatewayError
 from omniroute.routing.engine import Outcome, StreamOutcome
 from omniroute.routing.multicall import (
@@ -45,7 +45,9 @@ FUSION_DEFAULTS: dict[str, int] = {
     "panelHardTimeoutMs": 90000,
     "maxPanel": 40,
 }
-CANCEL_WAIT_S = 1.0  # how long cancelled stragglers get to unwind before the judge starts
+CANCEL_WAIT_S = 1.0
+"""How long cancelled stragglers get to unwind before the judge starts (s, real time: a bound on
+closing their upstream sockets, not a routing timer)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,29 +97,31 @@ async def collect_quorum(
     tasks: Sequence[asyncio.Task[T]],
     ok: Callable[[T], bool],
     *,
+    clock: Clock,
     min_ok: int,
     grace_s: float,
     hard_s: float,
 ) -> QuorumReport:
     """Wait for ``tasks`` until all settle, or ``grace_s`` after ``min_ok`` of them succeeded, or
-    ``hard_s`` after the start, whichever is first; cancel the rest (and let them unwind briefly)."""
-    loop = asyncio.get_running_loop()
-    start = loop.time()
+    ``hard_s`` after the start (seconds on ``clock``), whichever is first; cancel the rest (and let
+    them unwind briefly)."""
+    start = clock.monotonic()
     hard_at = start + hard_s
     grace_at: float | None = None
     pending = set(tasks)
     stop = "all_settled"
     while pending:
         until = hard_at if grace_at is None else min(hard_at, grace_at)
-        timeout = until - loop.time()
+        timeout = until - clock.monotonic()
         if timeout <= 0:
             stop = "grace" if grace_at is not None and grace_at < hard_at else "hard_timeout"
             break
-        _, pending = await asyncio.wait(pending, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        await wait_any(clock, pending, timeout)
+        pending = {t for t in pending if not t.done()}
         if grace_at is None:
             good = sum(1 for t in tasks if t.done() and t.exception() is None and ok(t.result()))
             if good >= min_ok:
-                grace_at = loop.time() + grace_s
+                grace_at = clock.monotonic() + grace_s
     for t in pending:
         t.cancel()
     if pending:
@@ -207,14 +211,20 @@ async def _run_panel(
 ) -> tuple[list[MemberResult], QuorumReport]:
     req = mc.sub_request(toolless(mc.req.body), stream=False)
     subs = [mc.sub_decision(t) for t in panel]
-    t0 = time.monotonic()
+    clock = mc.gw.clock
+    t0 = clock.monotonic()
     tasks = [
         asyncio.create_task(mc.call_buffered(t, req, f"panel-{i}", subs[i - 1]), name=f"fusion-panel-{i}")
         for i, t in enumerate(panel, 1)
     ]
     try:
         report = await collect_quorum(
-            tasks, lambda r: r.ok, min_ok=tuning.min_panel, grace_s=tuning.grace_s, hard_s=tuning.hard_s
+            tasks,
+            lambda r: r.ok,
+            clock=clock,
+            min_ok=tuning.min_panel,
+            grace_s=tuning.grace_s,
+            hard_s=tuning.hard_s,
         )
     finally:
         for t in tasks:
@@ -225,7 +235,7 @@ async def _run_panel(
             results.append(task.result())
             continue
         reason = "straggler_dropped" if report.stop == "grace" else "timeout"
-        label, ms = mc.member_label(f"panel-{i + 1}"), (time.monotonic() - t0) * 1000
+        label, ms = mc.member_label(f"panel-{i + 1}"), (clock.monotonic() - t0) * 1000
         res = MemberResult(label, target_name(target), subs[i], ms)
         res.status, res.reason = 499 if reason == "straggler_dropped" else 504, reason
         mc.add(res)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -212,7 +211,7 @@ class MultiCall:
         """A non-streaming member call that never raises a :class:`GatewayError`: the result records the
         answer text or the failure (``empty_content`` for a 200 without text) and is added to the
         ledger."""
-        t0 = time.monotonic()
+        t0 = self.gw.clock.monotonic()
         res = MemberResult(
             self.member_label(label), target_name(target), sub or self.sub_decision(target), 0.0
         )
@@ -225,7 +224,7 @@ class MultiCall:
             res.outcome, res.text = out, answer_text(out.response)
             if not res.text and not tool_calls(out.response):
                 res.status, res.reason = 502, "empty_content: the answer had no text"
-        res.latency_ms = (time.monotonic() - t0) * 1000
+        res.latency_ms = (self.gw.clock.monotonic() - t0) * 1000
         self.add(res)
         return res
 
@@ -268,7 +267,7 @@ class MultiCall:
             answer = dataclasses.replace(answer, response={**answer.response, "choices": [choice]})
         out = self.finish(answer)
         assert isinstance(out, Outcome)
-        return SummedStream.replay(out) if self.req.stream else out
+        return SummedStream.replay(out, self.gw.clock.time()) if self.req.stream else out
 
     def record_members(self, *, charge: bool) -> None:
         """Write one usage row per member call; ``charge`` when the request failed (no main row carries

@@ -5,7 +5,6 @@ carries that sum (or replays a buffered answer), and the request-body rewrites f
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, cast
@@ -36,17 +35,11 @@ class PricedUsage(Usage):
 
 def add_usage(a: Usage, b: Usage | None) -> Usage:
     """Token-wise sum (plain :class:`Usage`; costs are tracked separately)."""
-    if b is None:
-        return Usage(a.prompt_tokens, a.completion_tokens, a.cached_tokens)
-    return Usage(
-        a.prompt_tokens + b.prompt_tokens,
-        a.completion_tokens + b.completion_tokens,
-        a.cached_tokens + b.cached_tokens,
-    )
+    return a + Usage() if b is None else a + b
 
 
 def priced(usage: Usage, cost: float) -> PricedUsage:
-    return PricedUsage(usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens, cost=cost)
+    return PricedUsage(**{f.name: getattr(usage, f.name) for f in fields(Usage)}, cost=cost)
 
 
 class _NoUpstream:
@@ -86,14 +79,15 @@ class SummedStream(StreamOutcome):
         return cls(**state, extra=extra, extra_cost=extra_cost)
 
     @classmethod
-    def replay(cls, out: Outcome) -> SummedStream:
+    def replay(cls, out: Outcome, now: float) -> SummedStream:
         """A finished stream replaying a buffered answer (client asked to stream, the answer was made
-        without streaming); ``out.usage`` is carried as the total."""
+        without streaming); ``out.usage`` is carried as the total; ``now`` (epoch s) stamps an answer
+        the upstream did not stamp."""
         u = out.usage or Usage()
         cost = u.cost_usd(out.candidate.model)
         return cls(
             candidate=out.candidate,
-            first=completion_chunks(out.response),
+            first=completion_chunks(out.response, now),
             resp=cast("UpstreamResponse", _NoUpstream()),
             parser=cast("StreamParser", None),
             events=_no_events(),
@@ -114,13 +108,14 @@ class SummedStream(StreamOutcome):
             ch["usage"] = {**u, **total.to_openai()}
 
 
-def completion_chunks(response: dict[str, Any]) -> list[dict[str, Any]]:
+def completion_chunks(response: dict[str, Any], now: float) -> list[dict[str, Any]]:
     """A canonical ``chat.completion`` as the canonical chunks a stream of it would have carried
-    (text/reasoning, tool calls, finish; usage travels in ``StreamOutcome.usage``)."""
+    (text/reasoning, tool calls, finish; usage travels in ``StreamOutcome.usage``); ``created`` is
+    ``now`` (epoch s) when the response has none."""
     base = {
         "id": response.get("id") or "chatcmpl-buffered",
         "object": "chat.completion.chunk",
-        "created": response.get("created") or int(time.time()),
+        "created": response.get("created") or int(now),
         "model": response.get("model") or "",
     }
     choice = (response.get("choices") or [{}])[0]

@@ -91,8 +91,14 @@ class Registry:
         return any(c.is_active for c in self.connections.get(provider, ()))
 
     def model_info(self, provider: ProviderInfo, model_id: str) -> ModelInfo:
-        """The catalog entry, or a bare entry with unknown prices for a model the catalog lacks."""
-        return provider.model(model_id) or ModelInfo(id=model_id)
+        """The catalog entry, or a bare entry for a model the catalog lacks: free on a local
+        provider, with unknown prices elsewhere."""
+        known = provider.model(model_id)
+        if known is not None:
+            return known
+        if provider.local:
+            return ModelInfo(id=model_id, input_price=0.0, output_price=0.0, price_source="local")
+        return ModelInfo(id=model_id, price_source="unknown")
 
     def routable_models(self) -> list[tuple[ProviderInfo, ModelInfo]]:
         """Every connected ``provider/model`` pair in catalog order (API-2)."""

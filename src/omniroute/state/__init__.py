@@ -1,5 +1,6 @@
-"""Routing state: the :class:`RoutingState` protocol, its records, the in-process backend (STORE-1) and
-the Redis backends shared by replicas (STORE-2).
+"""Routing state: :class:`RoutingState` (the domain operations), the :class:`StatePrimitives` a backend
+implements, the records, the in-process backend (STORE-1) and the Redis backends shared by replicas
+(STORE-2).
 
 Importing this package has no side effects; backends are constructed by the application. The Redis
 backends are imported on first use (PEP 562 ``__getattr__``): the ``redis`` client library costs several
@@ -11,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from omniroute.clock import Clock, FakeClock, SystemClock
 from omniroute.state.base import RoutingState
 from omniroute.state.memory import MemoryRoutingState
+from omniroute.state.primitives import StatePrimitives
 from omniroute.state.records import (
     BreakerRecord,
     BreakerState,
@@ -44,6 +46,7 @@ __all__ = [
     "RedisRoutingState",
     "ResilientRoutingState",
     "RoutingState",
+    "StatePrimitives",
     "SystemClock",
     "WindowStats",
     "breaker_view",

@@ -21,6 +21,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    false,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -202,6 +203,11 @@ class UsageRow(Base):
     error: Mapped[str | None] = mapped_column(Text)
     stream: Mapped[bool] = mapped_column(Boolean, default=False)
     member: Mapped[str | None] = mapped_column(Text)
+    # Added by migration 0002; the server defaults fill rows written before it.
+    cache_write_tokens: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    cache_write_1h_tokens: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    reasoning_tokens: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    price_unknown: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
 
 class RoutingDecisionRow(Base):

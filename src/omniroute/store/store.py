@@ -13,6 +13,7 @@ from typing import Any
 from sqlalchemy import case, func, select, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from omniroute.clock import Clock, SystemClock
 from omniroute.store import models
 from omniroute.store.db import DatabaseTarget, create_engine, parse_database_url
 from omniroute.store.errors import SECRET_KEY_ENV
@@ -48,24 +49,33 @@ class Store(ConnectionsRepo, ApiKeysRepo, CombosRepo, RoutingRepo, UsageRepo):
       ``update_mapping``, ``delete_mapping``, ``upsert_mapping_by_pattern``, ``upsert_mapping_from_config``
     * fallback chains (RESIL-4): ``list_chains``, ``set_chain``, ``delete_chain``; auto exclusions
       (AUTO-2): ``list_exclusions``, ``add_exclusion``, ``remove_exclusion``
-    * usage (OBS-1): ``write_usage``, ``usage_stats``, ``recent_usage``; decisions (OBS-2):
+    * usage (OBS-1): ``write_usage``, ``usage_stats``, ``usage_summary``, ``recent_usage``; decisions (OBS-2):
       ``save_decisions``, ``get_decision``; responses: ``save_response``, ``get_response``; ``prune``
     """
 
-    def __init__(self, engine: AsyncEngine, secrets: SecretBox, target: DatabaseTarget) -> None:
+    def __init__(self, engine: AsyncEngine, secrets: SecretBox, target: DatabaseTarget, clock: Clock) -> None:
         self._engine = engine
         self._secrets = secrets
         self._target = target
+        self._clock = clock
 
     @classmethod
-    async def open(cls, url: str, *, secret_key: str | None = None, data_dir: str | None = None) -> Store:
+    async def open(
+        cls,
+        url: str,
+        *,
+        secret_key: str | None = None,
+        data_dir: str | None = None,
+        clock: Clock | None = None,
+    ) -> Store:
         """Connect to ``url``, upgrade the schema to head, and resolve the secret key.
 
         ``url``: ``sqlite:///./data/omniroute.db`` (parent folder created), ``sqlite://`` (in memory) or
         ``postgresql://user@host/db``. ``secret_key``: Fernet key(s), else ``OMNIROUTE_SECRET_KEY``, else
-        ``<data_dir or the SQLite folder or ~/.omniroute>/secret.key`` (created 0600). Raises
-        ``ValueError`` for an unsupported URL or malformed key, and SQLAlchemy/driver errors when the
-        database is unreachable.
+        ``<data_dir or the SQLite folder or ~/.omniroute>/secret.key`` (created 0600). ``clock`` stamps
+        rows and times the Responses store's TTL (default the process clock; a gateway passes its
+        own). Raises ``ValueError`` for an unsupported URL or malformed key, and SQLAlchemy/driver
+        errors when the database is unreachable.
         """
         target = parse_database_url(url)
         secrets = load_secret_box(
@@ -89,7 +99,7 @@ class Store(ConnectionsRepo, ApiKeysRepo, CombosRepo, RoutingRepo, UsageRepo):
                 secrets.source,
                 SECRET_KEY_ENV,
             )
-        return cls(engine, secrets, target)
+        return cls(engine, secrets, target, clock or SystemClock())
 
     async def close(self) -> None:
         """Close every pooled connection; the store is unusable afterwards."""

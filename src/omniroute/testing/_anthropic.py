@@ -100,7 +100,7 @@ class AnthropicRenderer:
             "stop_sequence": None,
         }
         if reply.usage != "missing":
-            body["usage"] = _usage(reply.prompt_tokens, reply.completion_tokens)
+            body["usage"] = _usage(reply, reply.completion_tokens)
         return body
 
     def stream(self, reply: Reply) -> list[Event]:
@@ -115,7 +115,7 @@ class AnthropicRenderer:
         }
         if reply.usage != "missing":
             early = reply.usage == "early"
-            message["usage"] = _usage(reply.prompt_tokens, reply.completion_tokens if early else 1)
+            message["usage"] = _usage(reply, reply.completion_tokens if early else 1)
         events = [Event({"type": "message_start", "message": message}, name="message_start")]
         blocks: list[tuple[dict[str, Any], list[tuple[dict[str, Any], bool]]]] = []
         if reply.reasoning:
@@ -164,10 +164,18 @@ class AnthropicRenderer:
         return events
 
 
-def _usage(input_tokens: int, output_tokens: int) -> dict[str, int]:
-    return {
-        "input_tokens": input_tokens,
+def _usage(reply: Reply, output_tokens: int) -> dict[str, Any]:
+    # Anthropic's input_tokens leaves out cache reads and writes (prompt-caching docs).
+    written = reply.cache_write + reply.cache_write_1h
+    usage: dict[str, Any] = {
+        "input_tokens": reply.prompt_tokens - reply.cache_read - written,
         "output_tokens": output_tokens,
-        "cache_creation_input_tokens": 0,
-        "cache_read_input_tokens": 0,
+        "cache_creation_input_tokens": written,
+        "cache_read_input_tokens": reply.cache_read,
     }
+    if written:
+        usage["cache_creation"] = {
+            "ephemeral_5m_input_tokens": reply.cache_write,
+            "ephemeral_1h_input_tokens": reply.cache_write_1h,
+        }
+    return usage

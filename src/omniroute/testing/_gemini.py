@@ -132,6 +132,8 @@ def _response(
         }
         if thoughts:
             body["usageMetadata"]["thoughtsTokenCount"] = thoughts
+        if reply.cache_read:
+            body["usageMetadata"]["cachedContentTokenCount"] = reply.cache_read
     body["modelVersion"] = reply.model
     body["responseId"] = reply.id
     return body

@@ -197,6 +197,10 @@ def _usage(reply: Reply) -> dict[str, Any]:
     }
     if reply.reasoning:
         usage["completion_tokens_details"] = {"reasoning_tokens": count_words(reply.reasoning)}
+    written = reply.cache_write + reply.cache_write_1h
+    details = {"cached_tokens": reply.cache_read, "cache_write_tokens": written}
+    if any(details.values()):
+        usage["prompt_tokens_details"] = details
     return usage
 
 

@@ -54,6 +54,9 @@ argument fragment (the SPEC RESIL-9 commit point); the "preamble" is what comes 
 | ``gzip-bomb-MB`` | non-streaming: the same padded body sent ``Content-Encoding: gzip``, compressed as it is written (a few KB on the wire inflate to MB megabytes) |
 | ``huge-event-MB`` | streaming: before the answer, one event ``data: {"x_pad": "aaa…"}`` of MB megabytes with no line break, written in 64 KB pieces |
 | ``echo-key`` | the message of ``fail-*`` replies and error events ends with ``: KEY``, the API key the request carried (``Authorization: Bearer``, ``x-api-key``, ``x-goog-api-key`` or ``?key=``), as some OpenAI-compatible servers do |
+| ``prompt-N`` | report N prompt tokens whatever the prompt's length (long-context prices) |
+| ``cache-read-N`` | N of the prompt tokens are reported as cache reads (OpenAI ``prompt_tokens_details.cached_tokens``, Anthropic ``cache_read_input_tokens``, Gemini ``cachedContentTokenCount``) |
+| ``cache-write-N``, ``cache-write-1h-N`` | N prompt tokens are reported as written to the cache for 5 minutes / 1 hour (Anthropic ``cache_creation_input_tokens`` with ``cache_creation.ephemeral_5m_input_tokens`` / ``ephemeral_1h_input_tokens``; OpenAI ``prompt_tokens_details.cache_write_tokens``, as OpenRouter reports them; Gemini has no cache writes) |
 | ``reasoning`` | a reasoning delta before the answer (OpenAI ``delta.reasoning_content``, Anthropic thinking block with ``thinking_delta`` + ``signature_delta``, Gemini part with ``thought: true``) |
 
 Shapes. Error bodies: OpenAI ``{"error": {message, type, param, code}}`` (401 ``invalid_api_key``,
@@ -164,8 +167,9 @@ class FakeProvider:
 
     Use as ``async with FakeProvider(name="p1") as fp:`` or ``await fp.start()`` / ``await fp.stop()``.
     ``requests`` lists every request received; ``cancelled`` counts requests whose client went away
-    before the response finished (times in ``cancel_times``, monotonic seconds). ``models`` are the ids
-    ``GET /v1/models`` lists besides the names given to `set_behaviour`.
+    before the response finished (times in ``cancel_times``, monotonic seconds); ``serving`` counts
+    requests being answered. ``models`` are the ids ``GET /v1/models`` lists besides the names given
+    to `set_behaviour`; `wait_until` waits for any of these to reach a state.
     """
 
     def __init__(
@@ -196,6 +200,7 @@ class FakeProvider:
         self._sequence = 0
         self._runner: web.AppRunner | None = None
         self._handlers: set[asyncio.Task[Any]] = set()
+        self._waiters: list[asyncio.Future[None]] = []
         self._stopping = False
         self._openai = OpenAIRenderer()
         self._anthropic = AnthropicRenderer()
@@ -246,6 +251,28 @@ class FakeProvider:
         tb: TracebackType | None,
     ) -> None:
         await self.stop()
+
+    @property
+    def serving(self) -> int:
+        """Requests being answered right now (received, response not finished)."""
+        return len(self._handlers)
+
+    async def wait_until(self, predicate: Callable[[FakeProvider], bool], timeout_s: float = 10.0) -> None:
+        """Return once ``predicate(self)`` holds, checked whenever a request arrives, is cancelled by its
+        client or finishes; raises :class:`TimeoutError` after ``timeout_s`` seconds. How a test waits
+        for what the server sees of a real socket (a disconnect, a request in flight), which takes
+        real time."""
+        async with asyncio.timeout(timeout_s):
+            while not predicate(self):
+                waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+                self._waiters.append(waiter)
+                await waiter
+
+    def _changed(self) -> None:
+        waiters, self._waiters = self._waiters, []
+        for w in waiters:
+            if not w.done():
+                w.set_result(None)
 
     def calls(self, model: str | None = None) -> int:
         """Model calls received (chat, messages, generateContent, embeddings), all or for one model name."""
@@ -344,6 +371,7 @@ class FakeProvider:
                 query=dict(request.query),
             )
         )
+        self._changed()
 
     async def _serve(
         self,
@@ -385,6 +413,7 @@ class FakeProvider:
         finally:
             if task is not None:
                 self._handlers.discard(task)
+            self._changed()
 
     async def _respond(
         self,
@@ -528,11 +557,17 @@ class FakeProvider:
             reasoning=reasoning,
             tool_calls=calls,
             finish=finish,
-            prompt_tokens=prompt.words,
+            prompt_tokens=max(
+                prompt.words if behaviour.prompt_tokens is None else behaviour.prompt_tokens,
+                behaviour.cache_read + behaviour.cache_write + behaviour.cache_write_1h,
+            ),
             completion_tokens=completion_words,
             usage=behaviour.usage,
             include_usage=prompt.include_usage,
             chunks=behaviour.chunks,
+            cache_read=behaviour.cache_read,
+            cache_write=behaviour.cache_write,
+            cache_write_1h=behaviour.cache_write_1h,
         )
 
     def _embedding_prompt(self, body: Mapping[str, Any], model: str) -> Prompt:
@@ -557,6 +592,7 @@ class FakeProvider:
     def _note_cancel(self) -> None:
         self.cancelled += 1
         self.cancel_times.append(time.monotonic())
+        self._changed()
 
 
 class FakeProviderThread:
@@ -607,6 +643,15 @@ class FakeProviderThread:
 
     def set_behaviour(self, model: str, spec: str) -> None:
         self._on_loop(lambda: self.provider.set_behaviour(model, spec))
+
+    def wait_until(self, predicate: Callable[[FakeProvider], bool], timeout_s: float = 10.0) -> None:
+        """`FakeProvider.wait_until` from another thread: blocks until ``predicate(provider)`` holds
+        (evaluated on the server's loop); raises :class:`TimeoutError` after ``timeout_s`` seconds."""
+        loop = self._loop
+        if loop is None:
+            raise RuntimeError("FakeProviderThread is not started")
+        fut = asyncio.run_coroutine_threadsafe(self.provider.wait_until(predicate, timeout_s), loop)
+        fut.result(timeout_s + THREAD_TIMEOUT_S)
 
     def start(self) -> FakeProviderThread:
         """Start serving and return ``self`` (so ``FakeProviderThread(...).start()`` chains)."""

@@ -63,6 +63,10 @@ class Behaviour:
     gzip_bomb_mb: int | None = None
     huge_event_mb: int | None = None
     echo_key: bool = False
+    prompt_tokens: int | None = None
+    cache_read: int = 0
+    cache_write: int = 0
+    cache_write_1h: int = 0
 
 
 _INT = r"(\d{1,9})"
@@ -84,6 +88,10 @@ _INT_DIRECTIVES: dict[str, re.Pattern[str]] = {
     "huge_body_mb": re.compile(rf"huge-body-{_INT}"),
     "gzip_bomb_mb": re.compile(rf"gzip-bomb-{_INT}"),
     "huge_event_mb": re.compile(rf"huge-event-{_INT}"),
+    "prompt_tokens": re.compile(rf"prompt-{_INT}"),
+    "cache_read": re.compile(rf"cache-read-{_INT}"),
+    "cache_write": re.compile(rf"cache-write-{_INT}"),
+    "cache_write_1h": re.compile(rf"cache-write-1h-{_INT}"),
 }
 _FLAG_DIRECTIVES: dict[str, tuple[str, object]] = {
     "error-event": ("error_event", True),
@@ -167,7 +175,9 @@ class Reply:
     """One fake answer, format-neutral: the renderers turn it into a body or an event list.
 
     ``id`` is an unprefixed token (renderers add ``chatcmpl-``, ``msg_`` …); ``created`` is Unix
-    seconds; tokens are whitespace-separated words (the fake's tokenizer).
+    seconds; tokens are whitespace-separated words (the fake's tokenizer). ``prompt_tokens``
+    includes the ``cache_read`` and cache-write tokens (``cache_write`` 5-minute, ``cache_write_1h``
+    1-hour).
     """
 
     id: str
@@ -182,6 +192,9 @@ class Reply:
     usage: UsageMode
     include_usage: bool
     chunks: int
+    cache_read: int = 0
+    cache_write: int = 0
+    cache_write_1h: int = 0
 
     @property
     def total_tokens(self) -> int:

@@ -2,7 +2,9 @@
 
 Clients — the official SDKs, curl, aiohttp — talk to ``GatewayThread.base_url`` over real sockets;
 ``GatewayThread.call(coro_fn)`` runs a coroutine on the gateway's own loop to inspect or change its
-state from a test (the gateway object is not thread-safe).
+state from a test (the gateway object is not thread-safe). A gateway given a
+:class:`~omniroute.clock.FakeClock` runs on it; ``GatewayThread.advance(seconds)`` moves it, so a test
+drives cooldowns, breaker resets and the store poll without sleeping.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any, TypeVar
 import uvicorn
 
 from omniroute.app import OmniRouteApp, create_app
-from omniroute.clock import Clock
+from omniroute.clock import Clock, FakeClock, SystemClock
 from omniroute.config import Config
 from omniroute.gateway import Gateway
 
@@ -32,11 +34,14 @@ def free_port() -> int:
 
 
 class GatewayThread:
-    """A gateway served by uvicorn in a daemon thread. Use as a context manager or start()/stop()."""
+    """A gateway served by uvicorn in a daemon thread. Use as a context manager or start()/stop().
+
+    ``clock`` is the gateway's (default the process clock)."""
 
     def __init__(self, config: Config, *, port: int | None = None, clock: Clock | None = None) -> None:
         self.port = port or free_port()
-        self.app: OmniRouteApp = create_app(config, clock=clock)
+        self.clock: Clock = clock or SystemClock()
+        self.app: OmniRouteApp = create_app(config, clock=self.clock)
         self._server = uvicorn.Server(
             uvicorn.Config(
                 self.app,
@@ -88,6 +93,37 @@ class GatewayThread:
         assert self._loop is not None
         fut = asyncio.run_coroutine_threadsafe(_wrap(fn, self.gateway), self._loop)
         return fut.result(timeout_s)
+
+    def advance(self, seconds: float, timeout_s: float = 30.0) -> float:
+        """Move the gateway's :class:`~omniroute.clock.FakeClock` forward by ``seconds`` (on the
+        gateway's loop) and return once the background tasks it woke — the store poll, the usage and
+        decision writers — have done their step and sleep again; returns the new wall time (epoch s).
+
+        For a gateway at rest: a request waiting on the clock (a retry wait) is woken too but does
+        not sleep again, so this would wait ``timeout_s`` and raise. Raises :class:`TypeError` for a
+        gateway on the process clock."""
+        clock = self.clock
+        if not isinstance(clock, FakeClock):
+            raise TypeError("GatewayThread.advance needs a gateway started with clock=FakeClock()")
+
+        async def step(_gw: Gateway) -> float:
+            sleeping = clock.sleepers
+            now = clock.advance(seconds)
+            await clock.wait_for_sleepers(sleeping)
+            return now
+
+        return self.call(step, timeout_s)
+
+    def wait_idle(self, timeout_s: float = 30.0) -> None:
+        """Block until every request the gateway is serving has finished: what a test waits for
+        before reading the usage row of a request whose client went away (it never sees the end)."""
+
+        async def idle(_gw: Gateway) -> None:
+            serving = set(self._server.server_state.tasks)
+            if serving:
+                await asyncio.wait(serving)
+
+        self.call(idle, timeout_s)
 
     def stop(self) -> None:
         """Graceful shutdown (flushes usage); blocks until the thread ends."""

@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 
 from omniroute.errors import InvalidRequest
-from omniroute.values import Candidate
+from omniroute.values import Candidate, Usage
 
 NATIVE = "_native"
 """Chunk key holding the raw upstream SSE frame (bytes) in same-format pass-through streams."""
@@ -85,8 +85,11 @@ def new_id(prefix: str) -> str:
 
 
 def now_s() -> int:
-    """Unix time in whole seconds (``created`` fields)."""
-    return int(time.time())
+    """Unix time in whole seconds, for the ``created`` field of an answer the upstream did not stamp.
+
+    The one real-time read in the wire formats: translation is pure and holds no clock, and the
+    stamp is for the client to read, never for a routing rule."""
+    return int(time.time())  # noqa: TID251
 
 
 def dumps(obj: Any) -> str:
@@ -171,18 +174,18 @@ def chunk(
     return out
 
 
-def usage_dict(prompt: int, completion: int, cached: int = 0, reasoning: int = 0) -> dict[str, Any]:
-    """An OpenAI ``usage`` object; ``cached`` is part of ``prompt`` and ``reasoning`` of ``completion``."""
-    out: dict[str, Any] = {
-        "prompt_tokens": prompt,
-        "completion_tokens": completion,
-        "total_tokens": prompt + completion,
-    }
-    if cached:
-        out["prompt_tokens_details"] = {"cached_tokens": cached}
-    if reasoning:
-        out["completion_tokens_details"] = {"reasoning_tokens": reasoning}
-    return out
+def usage_dict(
+    prompt: int,
+    completion: int,
+    cached: int = 0,
+    reasoning: int = 0,
+    cache_write: int = 0,
+    cache_write_1h: int = 0,
+) -> dict[str, Any]:
+    """An OpenAI ``usage`` object (shape of ``Usage.to_openai``): ``cached`` (cache reads) and
+    ``cache_write`` (of which ``cache_write_1h`` at the 1-hour lifetime) are part of ``prompt``,
+    ``reasoning`` of ``completion``."""
+    return Usage(prompt, completion, cached, cache_write, cache_write_1h, reasoning).to_openai()
 
 
 def usage_numbers(usage: Any) -> tuple[int, int, int]:

@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from omniroute.clock import Clock
 from omniroute.errors import GatewayError, UpstreamError
 from omniroute.providers.upstream import UpstreamRequest
 from omniroute.values import Candidate, ChatRequest, Usage
@@ -60,9 +61,10 @@ class ProviderAdapter(Protocol):
         ...
 
     def classify_error(
-        self, status: int, headers: Mapping[str, str], body: bytes, cand: Candidate
+        self, status: int, headers: Mapping[str, str], body: bytes, cand: Candidate, *, now: float
     ) -> UpstreamError:
-        """Turn an HTTP error response into a typed upstream error (RESIL-5)."""
+        """Turn an HTTP error response into a typed upstream error (RESIL-5); ``now`` (epoch s, the
+        gateway's clock) turns an HTTP-date ``Retry-After`` into seconds."""
         ...
 
 
@@ -109,14 +111,15 @@ class ResponseStore(Protocol):
 @dataclass(slots=True)
 class Call:
     """One inbound request as a route's ``read`` hook sees it: the URL ``path``, the request
-    ``headers`` (lower-case names), the caller's API key id (``None`` when keys are not used) and the
-    gateway's conversation ``store`` (``None`` before it has started). Made once per request, so not
-    frozen (a frozen dataclass costs twice as much to build); treat it as read-only."""
+    ``headers`` (lower-case names), the caller's API key id (``None`` when keys are not used), the
+    gateway's conversation ``store`` (``None`` before it has started) and its ``clock``. Made once per
+    request, so not frozen (a frozen dataclass costs twice as much to build); treat it as read-only."""
 
     path: str
     headers: Mapping[str, str]
     api_key_id: str | None
     store: ResponseStore | None
+    clock: Clock
 
     @property
     def model_required(self) -> bool:

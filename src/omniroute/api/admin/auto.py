@@ -54,7 +54,7 @@ Gw = Annotated[Gateway, Depends(gateway)]
 def channel_pool(gw: Gateway, channel: str) -> list[Candidate]:
     """The pool of ``channel``: ``auto``, a suffix of ``auto/`` or a persisted auto combo name; 400
     for anything else (naming the valid ids)."""
-    now = gw.resilience.clock.time()
+    now = gw.clock.time()
     combo = gw.registry.combos.get(channel)
     if combo is not None and combo.strategy == "auto":
         return combo_pool(gw, combo, Decision(request_id="", requested_model=channel), now)
@@ -64,7 +64,7 @@ def channel_pool(gw: Gateway, channel: str) -> list[Candidate]:
 
 
 async def _rows(gw: Gateway, pool: list[Candidate], excluded: set[str]) -> list[dict[str, Any]]:
-    now = gw.resilience.clock.time()
+    now = gw.clock.time()
     state = gw.state
     breakers = await state.get_breakers({c.provider.id for c in pool})
     cooldowns = await state.get_cooldowns({c.connection.id for c in pool})

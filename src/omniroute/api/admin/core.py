@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
-import time
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request, Response
@@ -14,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from omniroute.api.hosts import check_management_request
 from omniroute.errors import AuthenticationFailed, GatewayError
 from omniroute.gateway import Gateway
+from omniroute.store.repos.usage import USAGE_GROUPS, USAGE_TOKEN_CLASSES
 
 router = APIRouter()
 
@@ -74,18 +74,22 @@ async def health() -> dict[str, Any]:
 
 @router.get("/health/ready", tags=["health"])
 async def ready(gw: Annotated[Gateway, Depends(gateway)], response: Response) -> dict[str, Any]:
-    """Readiness (OBS-4): the database and the routing-state store answer."""
-    db_ok = gw.store is not None and await gw.store.ping()
-    state_ok = await gw.state_ready()
-    ok = db_ok and state_ok
-    if not ok:
+    """Readiness (OBS-4, OPS-4): 200 while the gateway can serve. Requests are routed from the
+    in-memory snapshot, so a database or Redis that stops answering after start-up leaves the gateway
+    serving in a degraded mode (local routing state, usage rows retried): ``status: degraded`` with
+    the failing part ``false``, still 200, so an orchestrator keeps a working replica in rotation.
+    503 only when it cannot serve: before start-up has finished."""
+    if gw.store is None:
         response.status_code = 503
+        return {"status": "unavailable", "database": False, "state": False}
+    db_ok = await gw.store.ping()
+    state_ok = await gw.state_ready()
     return {
-        "status": "ok" if ok else "unavailable",
+        "status": "ok" if db_ok and state_ok else "degraded",
         "database": db_ok,
         "state": state_ok,
         "simulated": gw.simulated is not None,
-        "uptime_s": round(time.time() - gw.started_at, 1),
+        "uptime_s": round(gw.clock.time() - gw.started_at, 1),
     }
 
 
@@ -162,6 +166,45 @@ async def recent_usage(gw: Admin, limit: int = 100) -> dict[str, Any]:
     assert gw.store is not None and gw.usage is not None
     await gw.usage.flush()
     return {"data": await gw.store.recent_usage(limit=max(1, min(limit, 1000)))}
+
+
+@router.get("/api/usage/summary", tags=["usage"])
+async def usage_summary(
+    gw: Admin,
+    group_by: str = "day",
+    since: float | None = None,
+    until: float | None = None,
+) -> dict[str, Any]:
+    """Usage and cost summed per group (OBS-1).
+
+    ``group_by`` is a comma-separated list of ``key``, ``model``, ``provider``, ``day`` (UTC);
+    ``since``/``until`` are epoch seconds (default: the last 30 days up to now). Returns ``data``
+    (one item per group: the group values, ``requests``, each token class, ``cost_usd`` in USD,
+    ``price_unknown_requests``) and ``total`` (the same sums over all groups). 400 naming
+    ``group_by`` on an unknown group.
+    """
+    assert gw.store is not None and gw.usage is not None
+    groups = [g.strip() for g in group_by.split(",") if g.strip()]
+    bad = [g for g in groups if g not in USAGE_GROUPS]
+    if bad:
+        raise GatewayError(
+            f"group_by: unknown group {bad[0]!r}; use any of {', '.join(USAGE_GROUPS)}.",
+            status=400,
+            code="invalid_request_error",
+            param="group_by",
+        )
+    await gw.usage.flush()
+    end = gw.clock.time() if until is None else until
+    start = end - _SUMMARY_DEFAULT_S if since is None else since
+    data = await gw.store.usage_summary(groups, start, end)
+    total: dict[str, Any] = {
+        k: sum(item[k] for item in data)
+        for k in ("requests", *USAGE_TOKEN_CLASSES, "cost_usd", "price_unknown_requests")
+    }
+    return {"group_by": groups, "since": start, "until": end, "data": data, "total": total}
+
+
+_SUMMARY_DEFAULT_S = 30 * 86400
 
 
 @router.get("/api/routing/decisions/{request_id}", tags=["routing"])

@@ -9,7 +9,6 @@ pre-call check (RESIL-8) steers oversized prompts to the large-window candidates
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
@@ -40,7 +39,7 @@ def pool_limits(gw: Gateway, pool: Sequence[Candidate]) -> tuple[int, int]:
 def auto_variants(gw: Gateway, *, include_combos: bool = True) -> list[dict[str, Any]]:
     """Every advertised auto id — and, with ``include_combos``, every persisted ``strategy: "auto"``
     combo — with its pool and limits (``GET /api/combos/auto``, AUTO-2)."""
-    now = time.time()
+    now = gw.clock.time()
     base = virtual_pool(gw.registry, now)
     out: list[dict[str, Any]] = []
     for vid in ADVERTISED_IDS:

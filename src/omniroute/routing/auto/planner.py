@@ -181,7 +181,7 @@ async def plan_auto(
     :class:`~omniroute.errors.BudgetExceeded` (402) for a strict budget no candidate fits."""
     from omniroute.routing.plan import RunOptions
 
-    now = gw.resilience.clock.time()
+    now = gw.clock.time()
     ch = _channel(gw, plan, decision, now)
     variant, options, body = ch.variant, ch.options, req.body
     decision.combo = variant.id
@@ -337,7 +337,7 @@ def _effort(
 
 def _on_success(gw: Gateway, lkgp_key: str, probe: Candidate | None, decision: Decision) -> Any:
     async def hook(cand: Candidate) -> None:
-        now = gw.resilience.clock.time()
+        now = gw.clock.time()
         await write_lkgp(gw.state, lkgp_key, cand, now)
         if probe is None:
             return

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -11,6 +10,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql.dml import Insert
 
+from omniroute.clock import Clock
 from omniroute.store.secrets import SecretBox
 
 
@@ -19,6 +19,7 @@ class RepoBase:
 
     _engine: AsyncEngine
     _secrets: SecretBox
+    _clock: Clock
 
     @property
     def dialect(self) -> str:
@@ -36,7 +37,6 @@ class RepoBase:
             index_elements=list(keys), set_={c: stmt.excluded[c] for c in cols}
         )
 
-
-def now() -> float:
-    """Current wall-clock time, epoch seconds."""
-    return time.time()
+    def _now(self) -> float:
+        """Current wall-clock time on the store's clock, epoch seconds."""
+        return self._clock.time()

@@ -20,7 +20,7 @@ from sqlalchemy.exc import IntegrityError
 
 from omniroute.store import models
 from omniroute.store.errors import StoreConflict
-from omniroute.store.repos._base import RepoBase, now
+from omniroute.store.repos._base import RepoBase
 
 _keys = models.api_keys
 
@@ -81,7 +81,7 @@ class ApiKeysRepo(RepoBase):
             "budget_usd": budget_usd,
             "spent_usd": 0.0,
             "revoked": False,
-            "created_at": now(),
+            "created_at": self._now(),
             "last_used_at": None,
         }
         try:
@@ -148,7 +148,7 @@ class ApiKeysRepo(RepoBase):
             await conn.execute(
                 update(_keys)
                 .where(_keys.c.id == key_id)
-                .values(spent_usd=_keys.c.spent_usd + usd, last_used_at=now())
+                .values(spent_usd=_keys.c.spent_usd + usd, last_used_at=self._now())
             )
 
     async def upsert_api_key_from_config(
@@ -178,7 +178,7 @@ class ApiKeysRepo(RepoBase):
                 "id": uuid.uuid4().hex,
                 "name": name,
                 "spent_usd": 0.0,
-                "created_at": now(),
+                "created_at": self._now(),
                 "last_used_at": None,
                 **fields,
             }

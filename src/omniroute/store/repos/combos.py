@@ -21,7 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from omniroute.core.combo import DEFAULT_STRATEGY, Combo
 from omniroute.store import models
 from omniroute.store.errors import StoreConflict, StoreNotFound
-from omniroute.store.repos._base import RepoBase, now
+from omniroute.store.repos._base import RepoBase
 
 _combo = models.combos
 _map = models.model_combo_mappings
@@ -89,7 +89,7 @@ class CombosRepo(RepoBase):
         name = fields.get("name")
         if not isinstance(name, str) or not name:
             raise ValueError("combo needs a non-empty 'name'")
-        ts = now()
+        ts = self._now()
         values = {**_combo_defaults(), **fields, "id": uuid.uuid4().hex, "created_at": ts, "updated_at": ts}
         try:
             async with self._engine.begin() as conn:
@@ -116,7 +116,7 @@ class CombosRepo(RepoBase):
                 await self._check_name_free(conn, fields["name"], row["id"])
             try:
                 await conn.execute(
-                    update(_combo).where(_combo.c.id == row["id"]).values(**fields, updated_at=now())
+                    update(_combo).where(_combo.c.id == row["id"]).values(**fields, updated_at=self._now())
                 )
             except IntegrityError as exc:
                 raise StoreConflict(f"a combo named {fields.get('name')!r} already exists") from exc
@@ -190,7 +190,7 @@ class CombosRepo(RepoBase):
         pattern = fields.get("pattern")
         if not isinstance(pattern, str) or not pattern:
             raise ValueError("mapping needs a non-empty 'pattern'")
-        ts = now()
+        ts = self._now()
         mapping_id = uuid.uuid4().hex
         async with self._engine.begin() as conn:
             fields["combo_id"] = await self._combo_id_for(conn, data)
@@ -211,7 +211,7 @@ class CombosRepo(RepoBase):
                 return None
             if "combo_id" in data or "combo" in data:
                 fields["combo_id"] = await self._combo_id_for(conn, data)
-            await conn.execute(update(_map).where(_map.c.id == id).values(**fields, updated_at=now()))
+            await conn.execute(update(_map).where(_map.c.id == id).values(**fields, updated_at=self._now()))
             row = (await conn.execute(self._mapping_select().where(_map.c.id == id))).mappings().one()
         return _mapping_dict(row)
 

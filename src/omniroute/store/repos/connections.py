@@ -9,7 +9,7 @@ from sqlalchemy import delete, select, update
 from sqlalchemy.engine import RowMapping
 
 from omniroute.store import models
-from omniroute.store.repos._base import RepoBase, now
+from omniroute.store.repos._base import RepoBase
 from omniroute.store.secrets import mask
 from omniroute.values import Connection
 
@@ -55,7 +55,7 @@ class ConnectionsRepo(RepoBase):
         Secrets are encrypted before they reach the database; runtime state (``rate_limited_until``,
         ``backoff_level``, ``test_status``, ``last_error``) and ``created_at`` are kept on update.
         """
-        ts = now()
+        ts = self._now()
         values: dict[str, Any] = {
             "id": c.id,
             "provider": c.provider,
@@ -197,7 +197,7 @@ class ConnectionsRepo(RepoBase):
         node_id = node.get("id")
         if not node_id or not isinstance(node_id, str):
             raise ValueError("provider node needs a string 'id'")
-        ts = now()
+        ts = self._now()
         values = {
             "id": node_id,
             "format": node.get("format") or "openai",

@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import delete, select
 
 from omniroute.store import models
-from omniroute.store.repos._base import RepoBase, now
+from omniroute.store.repos._base import RepoBase
 
 _chain = models.fallback_chains
 _excl = models.auto_exclusions
@@ -61,7 +61,7 @@ class RoutingRepo(RepoBase):
         async with self._engine.begin() as conn:
             await conn.execute(
                 self._upsert(_chain, ["model"], ["entries", "updated_at"]),
-                {"model": model, "entries": normalised, "updated_at": now()},
+                {"model": model, "entries": normalised, "updated_at": self._now()},
             )
         return normalised
 
@@ -92,7 +92,7 @@ class RoutingRepo(RepoBase):
                     "api_key_id": _key(api_key_id),
                     "channel": channel,
                     "candidate_key": candidate_key,
-                    "created_at": now(),
+                    "created_at": self._now(),
                 },
             )
 

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final, TypedDict
 
 import orjson
-from sqlalchemy import and_, bindparam, case, delete, func, select
+from sqlalchemy import Integer, and_, bindparam, case, cast, delete, func, select
 from sqlalchemy.sql.dml import Insert
 
 from omniroute.store import models
-from omniroute.store.repos._base import RepoBase, now
+from omniroute.store.repos._base import RepoBase
 
 _usage = models.usage_log
 _dec = models.routing_decisions
@@ -18,12 +19,29 @@ _resp = models.responses_store
 
 CLIENT_CLOSED_STATUS: Final = 499
 
+USAGE_GROUPS: Final = ("key", "model", "provider", "day")
+"""What :meth:`UsageRepo.usage_summary` can group by."""
+
+USAGE_TOKEN_CLASSES: Final = (
+    "prompt_tokens",
+    "completion_tokens",
+    "cached_tokens",
+    "cache_write_tokens",
+    "cache_write_1h_tokens",
+    "reasoning_tokens",
+)
+"""The token counts of a usage row, summed by :meth:`UsageRepo.usage_summary`."""
+
 
 class UsageRecord(TypedDict, total=False):
     """One usage row as written by :meth:`UsageRepo.write_usage` (OBS-1); every key is optional.
 
     ``ts`` epoch seconds (default now); ``latency_ms``/``ttft_ms`` milliseconds; ``cost_usd`` USD;
     ``status`` the HTTP status returned; ``member`` names the member call of a multi-call strategy.
+    Token counts follow :class:`omniroute.values.Usage`: ``prompt_tokens`` includes ``cached_tokens``
+    (cache reads) and ``cache_write_tokens`` (of which ``cache_write_1h_tokens``), ``completion_tokens``
+    includes ``reasoning_tokens``. ``price_unknown`` marks a row priced at 0 because the model has no
+    known price.
     """
 
     ts: float
@@ -45,6 +63,10 @@ class UsageRecord(TypedDict, total=False):
     error: str | None
     stream: bool
     member: str | None
+    cache_write_tokens: int
+    cache_write_1h_tokens: int
+    reasoning_tokens: int
+    price_unknown: bool
 
 
 _USAGE_DEFAULTS: Final[Mapping[str, Any]] = {
@@ -66,6 +88,10 @@ _USAGE_DEFAULTS: Final[Mapping[str, Any]] = {
     "error": None,
     "stream": False,
     "member": None,
+    "cache_write_tokens": 0,
+    "cache_write_1h_tokens": 0,
+    "reasoning_tokens": 0,
+    "price_unknown": False,
 }
 
 
@@ -111,7 +137,7 @@ class UsageRepo(RepoBase):
 
     async def write_usage(self, rows: Iterable[Mapping[str, Any]]) -> None:
         """Insert usage rows (:class:`UsageRecord` keys) in one transaction with one executemany (OBS-1)."""
-        ts = now()
+        ts = self._now()
         values = [_usage_tuple(r, ts) for r in rows]
         if not values:
             return
@@ -159,6 +185,57 @@ class UsageRepo(RepoBase):
             }
         return out
 
+    async def usage_summary(
+        self, group_by: Sequence[str], since_ts: float, until_ts: float
+    ) -> list[dict[str, Any]]:
+        """Usage summed per group for rows with ``since_ts <= ts < until_ts`` (epoch s) (OBS-1).
+
+        ``group_by`` lists any of :data:`USAGE_GROUPS`: ``key`` (API key id), ``model``,
+        ``provider``, ``day`` (UTC date ``YYYY-MM-DD``). Member rows of multi-call strategies are
+        left out: the request's main row already carries their tokens and cost. Each item has the
+        group values, ``requests``, the sum of every token class (:data:`USAGE_TOKEN_CLASSES`),
+        ``cost_usd`` (USD) and ``price_unknown_requests``; ordered by the group values.
+        Raises ``ValueError`` on an unknown group name.
+        """
+        unknown = [g for g in group_by if g not in USAGE_GROUPS]
+        if unknown:
+            raise ValueError(f"unknown usage group {unknown[0]!r} (known: {', '.join(USAGE_GROUPS)})")
+        day = (
+            cast(_usage.c.ts / 86400, Integer)
+            if self._engine.dialect.name == "sqlite"
+            else cast(func.floor(_usage.c.ts / 86400), Integer)
+        )
+        columns = {
+            "key": _usage.c.api_key_id,
+            "model": _usage.c.model,
+            "provider": _usage.c.provider,
+            "day": day,
+        }
+        groups = [columns[g].label(g) for g in dict.fromkeys(group_by)]
+        stmt = (
+            select(
+                *groups,
+                func.count().label("requests"),
+                *[func.sum(_usage.c[c]).label(c) for c in USAGE_TOKEN_CLASSES],
+                func.sum(_usage.c.cost_usd).label("cost_usd"),
+                func.sum(case((_usage.c.price_unknown, 1), else_=0)).label("price_unknown_requests"),
+            )
+            .where(_usage.c.ts >= since_ts, _usage.c.ts < until_ts, _usage.c.member.is_(None))
+            .group_by(*groups)
+            .order_by(*groups)
+        )
+        async with self._engine.connect() as conn:
+            rows = (await conn.execute(stmt)).mappings().all()
+        out: list[dict[str, Any]] = []
+        for r in rows:
+            item = {**r, "cost_usd": float(r["cost_usd"] or 0.0)}
+            for c in (*USAGE_TOKEN_CLASSES, "price_unknown_requests"):
+                item[c] = int(r[c] or 0)
+            if "day" in item:
+                item["day"] = time.strftime("%Y-%m-%d", time.gmtime(int(item["day"]) * 86400))
+            out.append(item)
+        return out
+
     async def recent_usage(self, limit: int = 100) -> list[dict[str, Any]]:
         """The newest ``limit`` usage rows, newest first, as dicts of every column (OBS-1)."""
         async with self._engine.connect() as conn:
@@ -198,7 +275,7 @@ class UsageRepo(RepoBase):
         self, id: str, api_key_id: str | None, data: dict[str, Any], ttl_s: float
     ) -> None:
         """Keep a Responses API response for ``ttl_s`` seconds, readable only by the same API key."""
-        ts = now()
+        ts = self._now()
         async with self._engine.begin() as conn:
             await conn.execute(
                 self._upsert(_resp, ["id"], ["api_key_id", "data", "expires_at", "created_at"]),
@@ -218,7 +295,7 @@ class UsageRepo(RepoBase):
                 select(_resp.c.data).where(
                     _resp.c.id == id,
                     _resp.c.api_key_id == (api_key_id or ""),
-                    _resp.c.expires_at > now(),
+                    _resp.c.expires_at > self._now(),
                 )
             )
         return dict(data) if data is not None else None
@@ -233,5 +310,5 @@ class UsageRepo(RepoBase):
         async with self._engine.begin() as conn:
             u = await conn.execute(delete(_usage).where(_usage.c.ts < before_ts))
             d = await conn.execute(delete(_dec).where(_dec.c.ts < before_ts))
-            r = await conn.execute(delete(_resp).where(_resp.c.expires_at <= now()))
+            r = await conn.execute(delete(_resp).where(_resp.c.expires_at <= self._now()))
         return {"usage_log": u.rowcount, "routing_decisions": d.rowcount, "responses_store": r.rowcount}

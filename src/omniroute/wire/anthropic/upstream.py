@@ -18,6 +18,7 @@ and tool results are ``tool_result`` blocks in the next user turn; ``max_tokens`
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -25,7 +26,7 @@ import orjson
 from omniroute.errors import StreamBroken, UpstreamError
 from omniroute.providers.upstream import UpstreamRequest
 from omniroute.resilience.classify import classify_http, error_from_payload
-from omniroute.values import Candidate, ChatRequest
+from omniroute.values import Candidate, ChatRequest, Usage
 from omniroute.wire._common import (
     DEFAULT_MAX_TOKENS,
     EFFORT_BUDGETS,
@@ -249,10 +250,15 @@ def to_anthropic_request(body: Mapping[str, Any], cand: Candidate) -> dict[str, 
 
 
 def usage_from_anthropic(u: Mapping[str, Any]) -> dict[str, Any]:
-    """Anthropic ``usage`` → canonical: prompt = input + cache reads + cache writes; cached = cache reads."""
+    """Anthropic ``usage`` → canonical: prompt = input + cache reads + cache writes; cached = cache
+    reads; cache writes from ``cache_creation_input_tokens``, their 1-hour part from
+    ``cache_creation.ephemeral_1h_input_tokens`` (Anthropic prompt-caching docs)."""
     cached = int(u.get("cache_read_input_tokens") or 0)
-    prompt = int(u.get("input_tokens") or 0) + cached + int(u.get("cache_creation_input_tokens") or 0)
-    return usage_dict(prompt, int(u.get("output_tokens") or 0), cached)
+    write = int(u.get("cache_creation_input_tokens") or 0)
+    ttl = u.get("cache_creation")
+    write_1h = int(ttl.get("ephemeral_1h_input_tokens") or 0) if isinstance(ttl, dict) else 0
+    prompt = int(u.get("input_tokens") or 0) + cached + write
+    return usage_dict(prompt, int(u.get("output_tokens") or 0), cached, 0, write, write_1h)
 
 
 def message_to_canonical(obj: Mapping[str, Any], model: str) -> dict[str, Any]:
@@ -289,17 +295,16 @@ class AnthropicStreamParser:
     """
 
     __slots__ = (
-        "cached",
         "created",
         "done",
         "got_args",
         "id",
-        "input",
         "model",
         "native",
         "ntools",
         "output",
         "pending",
+        "prompt",
         "provider",
         "saw_usage",
         "tools",
@@ -312,7 +317,8 @@ class AnthropicStreamParser:
         self.native = native
         self.id = ""
         self.created = now_s()
-        self.input = self.cached = self.output = 0
+        self.prompt = Usage()
+        self.output = 0
         self.saw_usage = False
         self.tools: dict[int, int] = {}
         self.ntools = 0
@@ -352,8 +358,7 @@ class AnthropicStreamParser:
             return
         self.saw_usage = True
         if u.get("input_tokens") is not None or u.get("cache_read_input_tokens") is not None:
-            self.input = int(usage_from_anthropic(u)["prompt_tokens"])
-            self.cached = int(u.get("cache_read_input_tokens") or 0)
+            self.prompt = Usage.from_openai(usage_from_anthropic(u)) or Usage()
         if u.get("output_tokens") is not None:
             self.output = int(u["output_tokens"])
 
@@ -386,7 +391,9 @@ class AnthropicStreamParser:
                 finish = FINISH_REASONS.get(str(stop), "stop")
                 if finish == "stop" and self.ntools:
                     finish = "tool_calls"
-            usage = usage_dict(self.input, self.output, self.cached) if self.saw_usage else None
+            usage = None
+            if self.saw_usage:
+                usage = replace(self.prompt, completion_tokens=self.output).to_openai()
             if finish is None and usage is None:
                 return None
             return self._chunk({} if finish else None, finish, usage)
@@ -492,6 +499,6 @@ class AnthropicAdapter:
         return AnthropicStreamParser(cand.provider.id, cand.model.id, native=native)
 
     def classify_error(
-        self, status: int, headers: Mapping[str, str], body: bytes, cand: Candidate
+        self, status: int, headers: Mapping[str, str], body: bytes, cand: Candidate, *, now: float
     ) -> UpstreamError:
-        return classify_http(status, headers, body, provider=cand.provider.id)
+        return classify_http(status, headers, body, provider=cand.provider.id, now=now)

@@ -498,6 +498,6 @@ class GeminiAdapter:
         return GeminiStreamParser(cand.provider.id, cand.model.id, native=native)
 
     def classify_error(
-        self, status: int, headers: Mapping[str, str], body: bytes, cand: Candidate
+        self, status: int, headers: Mapping[str, str], body: bytes, cand: Candidate, *, now: float
     ) -> UpstreamError:
-        return classify_http(status, headers, body, provider=cand.provider.id)
+        return classify_http(status, headers, body, provider=cand.provider.id, now=now)

@@ -5,14 +5,13 @@ canonical object itself, the stream is ``data:`` SSE ending in ``[DONE]``, and e
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import orjson
 
 from omniroute.errors import GatewayError
 from omniroute.values import ChatRequest, Usage
-from omniroute.wire._common import SSE_COMMENT
+from omniroute.wire._common import SSE_COMMENT, now_s
 
 _DONE = b"data: [DONE]\n\n"
 
@@ -48,7 +47,7 @@ class OpenAIStreamEncoder:
         if not self.id:
             self.id = ch.get("id") or ""
             self.model = ch.get("model") or ""
-            self.created = ch.get("created") or int(time.time())
+            self.created = ch.get("created") or now_s()
         if "usage" in ch:
             if not ch.get("choices"):
                 return b""

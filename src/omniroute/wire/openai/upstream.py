@@ -96,9 +96,9 @@ class OpenAIAdapter:
         return OpenAIStreamParser(cand.provider.id)
 
     def classify_error(
-        self, status: int, headers: Mapping[str, str], body: bytes, cand: Candidate
+        self, status: int, headers: Mapping[str, str], body: bytes, cand: Candidate, *, now: float
     ) -> UpstreamError:
-        return classify_http(status, headers, body, provider=cand.provider.id)
+        return classify_http(status, headers, body, provider=cand.provider.id, now=now)
 
 
 def embeddings_request(cand: Candidate, body: dict[str, Any]) -> UpstreamRequest:

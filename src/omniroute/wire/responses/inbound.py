@@ -320,5 +320,5 @@ async def read_responses(body: dict[str, Any], call: Call) -> Inbound:
     validate(body, model_required=call.model_required)
     history = await _history(call.store, body, call.api_key_id)
     canonical, conversation = to_canonical(body, history)
-    surface = ResponsesSurface(call.store, body, conversation, call.api_key_id)
+    surface = ResponsesSurface(call.store, body, conversation, call.api_key_id, int(call.clock.time()))
     return Inbound(canonical, surface, before_end=surface.flush)

@@ -18,7 +18,6 @@ failure after commit sends ``error`` and ``response.failed`` instead of ``respon
 from __future__ import annotations
 
 import logging
-import time
 import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -388,13 +387,14 @@ class ResponsesSurface:
         body: dict[str, Any],
         conversation: list[dict[str, Any]],
         api_key_id: str | None,
+        created_at: int,
     ) -> None:
         self.store = store
         self.body = body
         self.conversation = conversation
         self.api_key_id = api_key_id
         self.id = "resp_" + uuid.uuid4().hex
-        self.created_at = int(time.time())
+        self.created_at = created_at
         self.pending: dict[str, Any] | None = None
 
     def error_body(self, err: GatewayError) -> dict[str, Any]:
