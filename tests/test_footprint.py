@@ -1,6 +1,6 @@
 """PERF-5 (≤ 120 MB RSS at rest): a started gateway does not load the optional heavy libraries it does
 not use — Alembic when the schema is current or new, the Redis client without ``redis_url``, and
-``cryptography`` while no secret is encrypted or decrypted."""
+``cryptography`` while no secret is encrypted or decrypted, and Jinja2 until a console page is served."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-_HEAVY = ("alembic", "redis", "cryptography", "rich")
+_HEAVY = ("alembic", "redis", "cryptography", "rich", "jinja2")
 
 _CODE = """
 import json, sys, urllib.request

@@ -13,7 +13,7 @@ import contextlib
 import gc
 import logging
 
-from omniroute import wire
+from omniroute import dashboard, wire
 from omniroute.api import embeddings
 from omniroute.api.admin import build_admin_app
 from omniroute.api.asgi import Message, Receive, Scope, Send, send_json
@@ -35,6 +35,7 @@ class OmniRouteApp:
         self.gateway = Gateway(config, clock=clock)
         self.tune_gc = tune_gc
         self.admin = build_admin_app(self.gateway)
+        dashboard.install(self.admin)  # the console, /docs and / (OPS-3)
         exact, self.pattern_routes = route_table(wire.FORMATS)
         self.post_routes: dict[str, GwHandler] = {**exact, "/v1/embeddings": embeddings.embeddings}
         self.started = False

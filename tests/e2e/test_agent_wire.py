@@ -209,7 +209,7 @@ def test_max_tokens_above_the_models_limit_is_clamped_to_max_output_tokens(
 
 # -- streaming liveness -----------------------------------------------------------------------------
 
-KEEPALIVE = {"openai": b": keep-alive", "anthropic": b"event: ping", "gemini": b": keep-alive"}
+KEEPALIVE = {"openai": b": keep-alive", "anthropic": b"event: ping", "gemini": b"\n"}
 
 
 def _stream(gw: GatewayThread, surface: str, model: str) -> tuple[httpx.Response, bytes]:
@@ -252,10 +252,25 @@ def test_slow_first_token_gets_headers_and_keepalives_before_content(
     assert r.headers["x-request-id"]
     first_content = raw.index(b"Hello")
     assert raw.find(KEEPALIVE[surface]) != -1 and raw.find(KEEPALIVE[surface]) < first_content
+    if surface == "gemini":
+        assert raw.startswith(b"\n") and raw[: raw.index(b"data: ")].strip() == b""
     if surface == "anthropic":
         assert raw.rstrip().endswith(b'"type":"message_stop"}')
     elif surface == "openai":
         assert raw.rstrip().endswith(b"data: [DONE]")
+
+
+def test_gemini_keepalives_are_blank_lines_so_every_line_google_sdks_read_is_data(
+    agent_gateway: Callable[..., GatewayThread], fakes: dict[str, FakeProviderThread]
+) -> None:
+    """The google-genai JS SDK (Gemini CLI) reads a stream as ``data: …`` events from the start of
+    its buffer: an SSE comment keep-alive stalled it ("Incomplete JSON segment at the end")."""
+    gw = agent_gateway("openai", ttft_s=10, stream_keepalive_s=0.3)
+    fakes["o"].set_behaviour("m", "slow-ttft-1500+chunks-1")
+    r, raw = _stream(gw, "gemini", "up/m")
+    assert r.status_code == 200
+    lines = [line for line in raw.split(b"\n") if line.strip()]
+    assert lines and all(line.startswith(b"data: ") for line in lines), raw
 
 
 @pytest.mark.parametrize("surface", FORMATS)

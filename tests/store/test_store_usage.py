@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 
@@ -134,3 +135,67 @@ async def test_usage_summary_sums_token_classes_by_key_model_and_utc_day(store: 
     assert [(d["model"], d["requests"]) for d in by_model] == [("gpt-4o", 3), ("gpt-5", 1)]
     with pytest.raises(ValueError, match="colour"):
         await store.usage_summary(["colour"], 0, midnight)
+
+
+async def test_recent_usage_filters_and_pages(store: Store) -> None:
+    """OBS-1: recent requests filter by key, model (requested, served id or provider/model), status and
+    request id, and page with an offset."""
+    now = time.time()
+    await store.write_usage(
+        [
+            _row(ts=now - 1, request_id="a", api_key_id="k1", requested_model="combo-x", status=200),
+            _row(ts=now - 2, request_id="b", api_key_id="k2", status=503),
+            _row(ts=now - 3, request_id="c", api_key_id="k1", status=429),
+            _row(ts=now - 4, request_id="d", api_key_id=None, provider="anthropic", model="claude"),
+        ]
+    )
+
+    async def ids(**kw: Any) -> list[str]:
+        return [r["request_id"] for r in await store.recent_usage(limit=10, **kw)]
+
+    assert await ids(api_key_id="k1") == ["a", "c"]
+    assert await ids(model="combo-x") == ["a"]
+    assert await ids(model="anthropic/claude") == ["d"] == await ids(model="claude")
+    assert await ids(status="error") == ["b", "c"]
+    assert await ids(status="ok") == ["a", "d"]
+    assert await ids(status="429") == ["c"]
+    assert await ids(request_id="b") == ["b"]
+    assert [r["request_id"] for r in await store.recent_usage(limit=2, offset=1)] == ["b", "c"]
+    with pytest.raises(ValueError):
+        await ids(status="bad")
+
+
+async def test_traffic_summary_counts_percentiles_and_tops(store: Store) -> None:
+    """Console overview: per-bucket and total requests, errors (not 499), fallbacks, nearest-rank
+    p50/p95 latency and TTFT over successful main rows, spend; member rows count once via the main
+    row; rows before the window are left out."""
+    base = 1_699_999_980.0  # a multiple of 60: buckets are aligned
+    rows = [_row(ts=base + i, latency_ms=float(10 * (i + 1)), ttft_ms=float(i + 1)) for i in range(20)]
+    rows += [
+        _row(ts=base + 61, status=503, latency_ms=5000.0, api_key_id="k1"),
+        _row(ts=base + 62, status=499, latency_ms=7000.0, api_key_id="k1"),
+        _row(ts=base + 63, attempts=3, latency_ms=300.0, ttft_ms=None, api_key_id="k1", model="m2"),
+        _row(ts=base + 63, member="panel-1", latency_ms=99999.0),
+        _row(ts=base - 1, latency_ms=88888.0),
+    ]
+    await store.write_usage(rows)
+    s = await store.traffic_summary(base, 60)
+    t = s["totals"]
+    assert (t["requests"], t["errors"], t["fallbacks"]) == (23, 1, 1)
+    assert t["p50_latency_ms"] == 110.0 and t["p95_latency_ms"] == 200.0  # 21 ok rows: ranks 11 and 20
+    assert t["p50_ttft_ms"] == 10.0 and t["p95_ttft_ms"] == 19.0  # 20 rows with a TTFT: ranks 10, 19
+    assert t["cost_usd"] == pytest.approx(23 * 0.001)
+    first, second = s["series"]
+    assert first["ts"] == base and first["requests"] == 20 and first["p95_latency_ms"] == 190.0
+    assert second["ts"] == base + 60 and (second["requests"], second["errors"]) == (3, 1)
+    assert second["p50_latency_ms"] == 300.0 and second["p50_ttft_ms"] is None
+    assert s["top_models"][0] == {
+        "provider": "openai",
+        "model": "gpt-4o",
+        "requests": 22,
+        "cost_usd": pytest.approx(0.022),
+    }
+    assert [k["api_key_id"] for k in s["top_keys"]] == [None, "k1"]
+    empty = await store.traffic_summary(base + 10_000, 60)
+    assert empty["series"] == [] and empty["totals"]["requests"] == 0
+    assert empty["totals"]["p50_latency_ms"] is None

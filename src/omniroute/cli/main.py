@@ -76,7 +76,8 @@ def serve(
     os.environ["OMNIROUTE_HOST"], os.environ["OMNIROUTE_PORT"] = cfg.server.host, str(cfg.server.port)
     typer.echo(  # plain: the serving process need not load rich for one line (PERF-5)
         f"OmniRoute starting on http://{cfg.server.host}:{cfg.server.port}/v1 "
-        f"(config: {cfg.source_path or 'none — simulated providers when nothing is configured'})"
+        f"(config: {cfg.source_path or 'none — simulated providers when nothing is configured'}); "
+        f"console: http://{cfg.server.host}:{cfg.server.port}/dashboard"
     )
     uvicorn.run(
         "omniroute.cli.main:app_factory",

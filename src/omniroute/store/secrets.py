@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
+import hmac
 import logging
 import os
 import stat
@@ -102,6 +104,11 @@ class SecretBox:
     def encrypt(self, plaintext: str) -> str:
         """Fernet token (URL-safe base64 text) for ``plaintext``."""
         return self._cipher().encrypt(plaintext.encode()).decode("ascii")
+
+    def derive(self, purpose: bytes) -> bytes:
+        """A 32-byte key for ``purpose`` (HMAC-SHA256 of the encrypting key), so other signers share
+        the secret every worker and replica already has without reusing the Fernet key itself."""
+        return hmac.new(self._keys[0], purpose, hashlib.sha256).digest()
 
     def decrypt(self, token: str) -> str:
         """Plaintext of a token written by :meth:`encrypt`.

@@ -49,7 +49,8 @@ class Store(ConnectionsRepo, ApiKeysRepo, CombosRepo, RoutingRepo, UsageRepo):
       ``update_mapping``, ``delete_mapping``, ``upsert_mapping_by_pattern``, ``upsert_mapping_from_config``
     * fallback chains (RESIL-4): ``list_chains``, ``set_chain``, ``delete_chain``; auto exclusions
       (AUTO-2): ``list_exclusions``, ``add_exclusion``, ``remove_exclusion``
-    * usage (OBS-1): ``write_usage``, ``usage_stats``, ``usage_summary``, ``recent_usage``; decisions (OBS-2):
+    * usage (OBS-1): ``write_usage``, ``usage_stats``, ``usage_summary``, ``traffic_summary``,
+      ``recent_usage``; decisions (OBS-2):
       ``save_decisions``, ``get_decision``; responses: ``save_response``, ``get_response``; ``prune``
     """
 
@@ -104,6 +105,11 @@ class Store(ConnectionsRepo, ApiKeysRepo, CombosRepo, RoutingRepo, UsageRepo):
     async def close(self) -> None:
         """Close every pooled connection; the store is unusable afterwards."""
         await self._engine.dispose()
+
+    def derive_key(self, purpose: bytes) -> bytes:
+        """A 32-byte signing key for ``purpose`` derived from the secret key (see :meth:`SecretBox.derive`);
+        the same in every worker and replica that shares the secret key."""
+        return self._secrets.derive(purpose)
 
     async def ping(self) -> bool:
         """``True`` when the database answers ``SELECT 1`` within :data:`PING_TIMEOUT_S` (OBS-4 ready)."""

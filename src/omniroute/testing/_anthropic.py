@@ -14,7 +14,17 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from omniroute.testing.faults import Event, Finish, Prompt, Reply, count_words, positive_int, text_of
+from omniroute.testing.faults import (
+    Event,
+    Finish,
+    Prompt,
+    Reply,
+    count_words,
+    positive_int,
+    signature_for,
+    text_of,
+    tool_result_after,
+)
 
 _STOP: dict[Finish, str] = {"stop": "end_turn", "length": "max_tokens", "tool": "tool_use"}
 _ERROR_TYPES = {
@@ -29,7 +39,6 @@ _ERROR_TYPES = {
     504: "timeout_error",
     529: "overloaded_error",
 }
-_SIGNATURE = "fake-signature"
 
 
 class AnthropicRenderer:
@@ -48,6 +57,7 @@ class AnthropicRenderer:
             ),
             "",
         )
+        thinking = body.get("thinking")
         tools = body.get("tools")
         names = tuple(
             tool["name"]
@@ -61,6 +71,8 @@ class AnthropicRenderer:
             tool_names=names,
             stream=body.get("stream") is True,
             max_tokens=positive_int(body.get("max_tokens")),
+            tool_result=tool_result_after(messages, "assistant", _tool_results),
+            thinking=isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive"),
         )
 
     def error_body(self, status: int, message: str) -> dict[str, Any]:
@@ -78,7 +90,8 @@ class AnthropicRenderer:
     def completion(self, reply: Reply) -> dict[str, Any]:
         content: list[dict[str, Any]] = []
         if reply.reasoning:
-            content.append({"type": "thinking", "thinking": reply.reasoning, "signature": _SIGNATURE})
+            signature = signature_for(reply.reasoning)
+            content.append({"type": "thinking", "thinking": reply.reasoning, "signature": signature})
         if reply.text:
             content.append({"type": "text", "text": reply.text})
         content += [
@@ -120,7 +133,7 @@ class AnthropicRenderer:
         blocks: list[tuple[dict[str, Any], list[tuple[dict[str, Any], bool]]]] = []
         if reply.reasoning:
             thinking = [({"type": "thinking_delta", "thinking": reply.reasoning}, True)]
-            thinking.append(({"type": "signature_delta", "signature": _SIGNATURE}, False))
+            thinking.append(({"type": "signature_delta", "signature": signature_for(reply.reasoning)}, False))
             blocks.append(({"type": "thinking", "thinking": "", "signature": ""}, thinking))
         if reply.text:
             texts = [({"type": "text_delta", "text": piece}, True) for piece in reply.text_chunks()]
@@ -162,6 +175,17 @@ class AnthropicRenderer:
         events.append(Event(final, name="message_delta"))
         events.append(Event({"type": "message_stop"}, name="message_stop", terminal=True))
         return events
+
+
+def _tool_results(message: object) -> str | None:
+    """The text of a user message's ``tool_result`` blocks, ``None`` when it has none."""
+    content = message.get("content") if isinstance(message, dict) else None
+    blocks = (
+        [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
+        if isinstance(content, list)
+        else []
+    )
+    return " ".join(text_of(block.get("content")) for block in blocks) if blocks else None
 
 
 def _usage(reply: Reply, output_tokens: int) -> dict[str, Any]:

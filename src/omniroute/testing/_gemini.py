@@ -13,7 +13,18 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from omniroute.testing.faults import Event, Finish, Prompt, Reply, count_words, positive_int, text_of
+from omniroute.testing.faults import (
+    Event,
+    Finish,
+    Prompt,
+    Reply,
+    count_words,
+    positive_int,
+    signature_for,
+    strings_of,
+    text_of,
+    tool_result_after,
+)
 
 _FINISH: dict[Finish, str] = {"stop": "STOP", "length": "MAX_TOKENS", "tool": "STOP"}
 _STATUSES = {
@@ -62,6 +73,7 @@ class GeminiRenderer:
             tool_names=names,
             stream=stream,
             max_tokens=positive_int(config.get("maxOutputTokens")) if isinstance(config, dict) else None,
+            tool_result=tool_result_after(contents, "model", _function_responses),
         )
 
     def error_body(self, status: int, message: str) -> dict[str, Any]:
@@ -109,10 +121,33 @@ def _parts(content: object) -> object:
     return content.get("parts") if isinstance(content, dict) else None
 
 
+def _function_responses(content: object) -> str | None:
+    """The text of a content's ``functionResponse`` parts, ``None`` when it has none."""
+    parts = _parts(content)
+    found = [
+        strings_of(part["functionResponse"].get("response"))
+        for part in (parts if isinstance(parts, list) else [])
+        if isinstance(part, dict) and isinstance(part.get("functionResponse"), dict)
+    ]
+    return " ".join(found) if found else None
+
+
 def _calls(reply: Reply) -> list[dict[str, Any]]:
-    return [
+    """The ``functionCall`` parts; with ``signed_calls`` the first carries a ``thoughtSignature``, as
+    Gemini 3 returns it (signed over the call, see :func:`call_signature`)."""
+    parts: list[dict[str, Any]] = [
         {"functionCall": {"name": call.name, "args": json.loads(call.arguments)}} for call in reply.tool_calls
     ]
+    if parts and reply.signed_calls:
+        parts[0]["thoughtSignature"] = call_signature(parts[0]["functionCall"])
+    return parts
+
+
+def call_signature(call: Mapping[str, Any]) -> str:
+    """The ``thoughtSignature`` the fake issues for a ``functionCall`` (name and args, key order and
+    spacing ignored), so a strict fake can check that a replayed signature belongs to its call."""
+    args = json.dumps(call.get("args"), sort_keys=True, separators=(",", ":"))
+    return signature_for(f"{call.get('name')}:{args}")
 
 
 def _response(

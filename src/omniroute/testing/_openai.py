@@ -24,6 +24,7 @@ from omniroute.testing.faults import (
     count_words,
     positive_int,
     text_of,
+    tool_result_after,
 )
 
 EMBEDDING_DIMENSIONS = 8
@@ -69,6 +70,7 @@ class OpenAIRenderer:
             include_usage=isinstance(options, dict) and options.get("include_usage") is True,
             max_tokens=positive_int(body.get("max_completion_tokens"))
             or positive_int(body.get("max_tokens")),
+            tool_result=tool_result_after(messages, "assistant", _tool_message_text),
         )
 
     def error_body(self, status: int, message: str) -> dict[str, Any]:
@@ -187,6 +189,13 @@ class OpenAIRenderer:
             "model": model,
             "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
         }
+
+
+def _tool_message_text(message: object) -> str | None:
+    """The content of a ``role: tool`` message, ``None`` for other messages."""
+    if isinstance(message, dict) and message.get("role") == "tool":
+        return text_of(message.get("content"))
+    return None
 
 
 def _usage(reply: Reply) -> dict[str, Any]:

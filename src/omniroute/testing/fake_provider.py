@@ -57,7 +57,10 @@ argument fragment (the SPEC RESIL-9 commit point); the "preamble" is what comes 
 | ``prompt-N`` | report N prompt tokens whatever the prompt's length (long-context prices) |
 | ``cache-read-N`` | N of the prompt tokens are reported as cache reads (OpenAI ``prompt_tokens_details.cached_tokens``, Anthropic ``cache_read_input_tokens``, Gemini ``cachedContentTokenCount``) |
 | ``cache-write-N``, ``cache-write-1h-N`` | N prompt tokens are reported as written to the cache for 5 minutes / 1 hour (Anthropic ``cache_creation_input_tokens`` with ``cache_creation.ephemeral_5m_input_tokens`` / ``ephemeral_1h_input_tokens``; OpenAI ``prompt_tokens_details.cache_write_tokens``, as OpenRouter reports them; Gemini has no cache writes) |
-| ``reasoning`` | a reasoning delta before the answer (OpenAI ``delta.reasoning_content``, Anthropic thinking block with ``thinking_delta`` + ``signature_delta``, Gemini part with ``thought: true``) |
+| ``reasoning`` | a reasoning delta before the answer (OpenAI ``delta.reasoning_content``, Anthropic thinking block with ``thinking_delta`` + ``signature_delta``, Gemini part with ``thought: true``); the signature is derived from the thinking text (``faults.signature_for``), and Gemini function calls then carry a ``thoughtSignature`` |
+| ``call-NAME`` | an agent's tool turn: while no tool result follows the last assistant turn, answer with one call to tool NAME (whether or not the request declares it); once results are there, answer ``Tool result: {their text}`` (first 200 characters, whitespace collapsed; ``answer-TEXT`` wins); NAME is ``%XX``-decoded |
+| ``args-JSON`` | the arguments of the ``call-NAME`` call, ``%XX``-decoded JSON text (``urllib.parse.quote(json, safe="")``; ``_`` stays ``_``); default ``{}`` |
+| ``strict`` | refuse what strict real providers refuse in replayed conversations with a 400 in the format's shape: unknown OpenAI message keys, tool-call ids over 40 characters, Anthropic ids off ``^[a-zA-Z0-9_-]+$``, thinking blocks whose signature is not the one issued for their text or missing before a final ``tool_use`` with thinking on, Gemini calls of the current turn without their ``thoughtSignature`` (rules and wording: `omniroute.testing.strict`). As real models do, it also answers an Anthropic request with thinking on with a signed thinking block first, and Gemini function calls carry a ``thoughtSignature`` |
 
 Shapes. Error bodies: OpenAI ``{"error": {message, type, param, code}}`` (401 ``invalid_api_key``,
 404 ``model_not_found``, 429 ``rate_limit_exceeded``, 5xx type ``server_error``); Anthropic
@@ -117,6 +120,7 @@ from omniroute.testing.faults import (
     stream_script,
     text_of,
 )
+from omniroute.testing.strict import violation
 
 Format = Literal["openai", "anthropic", "gemini"]
 ALL_FORMATS: tuple[Format, ...] = ("openai", "anthropic", "gemini")
@@ -124,6 +128,7 @@ DEFAULT_MODELS = ("fake-model",)
 ERROR_EVENT_MESSAGE = "Overloaded"
 CUT_FLUSH_WAIT_S = 0.2  # let already-written chunks leave the socket before the abort
 THREAD_TIMEOUT_S = 10.0
+TOOL_RESULT_ECHO_CHARS = 200  # ``call-NAME``: how much of the tool result the follow-up answer repeats
 _EXTRA_PHRASES = {529: "Overloaded"}
 _T = TypeVar("_T")
 
@@ -401,7 +406,7 @@ class FakeProvider:
                 return self._error(renderer, 400, "request body must be a JSON object")
             if model is None:
                 return self._error(renderer, 400, "model: field required")
-            return await self._respond(request, live, renderer, body, model, stream, embeddings)
+            return await self._respond(request, live, fmt, renderer, body, model, stream, embeddings)
         except asyncio.CancelledError:
             if not live.cut and not self._stopping:
                 self._note_cancel()
@@ -419,6 +424,7 @@ class FakeProvider:
         self,
         request: web.Request,
         live: _Live,
+        fmt: Format,
         renderer: _Renderer,
         body: dict[str, Any],
         model: str,
@@ -443,6 +449,8 @@ class FakeProvider:
         if behaviour.context_limit is not None and prompt.words > behaviour.context_limit:
             payload = renderer.context_error(behaviour.context_limit, prompt.words)
             return web.json_response(payload, status=400, headers=self._headers(), dumps=_dumps)
+        if behaviour.strict and not embeddings and (refused := violation(fmt, body)) is not None:
+            return self._error(renderer, 400, refused)
         if embeddings:
             return await self._complete(request, live, self._openai.embeddings(body, model), behaviour)
         reply = self._reply(prompt, behaviour)
@@ -534,7 +542,13 @@ class FakeProvider:
         if behaviour.answer is not None:
             text = behaviour.answer
         calls: tuple[ToolCall, ...] = ()
-        if behaviour.tool_calls:
+        if behaviour.call_name is not None:
+            if prompt.tool_result is None:
+                calls = (ToolCall(f"{reply_id}_0", behaviour.call_name, behaviour.call_arguments),)
+                text = ""
+            elif behaviour.answer is None:
+                text = f"Tool result: {' '.join(prompt.tool_result.split())[:TOOL_RESULT_ECHO_CHARS]}"
+        elif behaviour.tool_calls:
             names = prompt.tool_names or (DEFAULT_TOOL_NAME,)
             calls = tuple(
                 ToolCall(id=f"{reply_id}_{index}", name=names[index % len(names)])
@@ -542,7 +556,9 @@ class FakeProvider:
             )
             if not behaviour.text_and_tool:
                 text = ""
-        reasoning = f"The user wants an answer from {prompt.model}." if behaviour.reasoning else ""
+        # A real model with thinking on always thinks (and signs it) before it answers or calls.
+        thinks = behaviour.reasoning or (behaviour.strict and prompt.thinking)
+        reasoning = f"The user wants an answer from {prompt.model}." if thinks else ""
         finish: Literal["stop", "length", "tool"] = "tool" if calls else "stop"
         if not calls and prompt.max_tokens is not None and count_words(text) > prompt.max_tokens:
             text = " ".join(text.split()[: prompt.max_tokens])
@@ -568,6 +584,7 @@ class FakeProvider:
             cache_read=behaviour.cache_read,
             cache_write=behaviour.cache_write,
             cache_write_1h=behaviour.cache_write_1h,
+            signed_calls=behaviour.reasoning or behaviour.strict,
         )
 
     def _embedding_prompt(self, body: Mapping[str, Any], model: str) -> Prompt:

@@ -8,13 +8,19 @@ Owns three things, all pure (no I/O):
   enough for `_openai`, `_anthropic` and `_gemini` to render;
 - `stream_script`: a rendered event list plus a `Behaviour` → the ordered `Step`s the server plays
   (send, sleep, cut, error, stall), which is where every streaming fault is placed.
+
+It also owns the fake's opaque reasoning tokens (`signature_for`): a signature is derived from the
+thinking text it signs, so a strict fake can tell a replayed block it issued from a forged or
+mismatched one, as a real provider does.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import re
 import urllib.parse
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -67,6 +73,9 @@ class Behaviour:
     cache_read: int = 0
     cache_write: int = 0
     cache_write_1h: int = 0
+    call_name: str | None = None
+    call_arguments: str = "{}"
+    strict: bool = False
 
 
 _INT = r"(\d{1,9})"
@@ -105,6 +114,7 @@ _FLAG_DIRECTIVES: dict[str, tuple[str, object]] = {
     "stamp": ("stamp", True),
     "reasoning": ("reasoning", True),
     "echo-key": ("echo_key", True),
+    "strict": ("strict", True),
 }
 
 
@@ -133,6 +143,10 @@ def _parse_directive(directive: str) -> dict[str, Any]:
         return {"answer": urllib.parse.unquote(directive[len("answer-") :].replace("_", " "))}
     if directive.startswith("msg-") and len(directive) > len("msg-"):
         return {"message": urllib.parse.unquote(directive[len("msg-") :].replace("_", " "))}
+    if directive.startswith("call-") and len(directive) > len("call-"):
+        return {"call_name": urllib.parse.unquote(directive[len("call-") :])}
+    if directive.startswith("args-") and len(directive) > len("args-"):
+        return {"call_arguments": urllib.parse.unquote(directive[len("args-") :])}
     if match := _FAIL.fullmatch(directive):
         found: dict[str, Any] = {"fail_status": int(match[1])}
         for option, number in _FAIL_OPTION.findall(match[2]):
@@ -149,7 +163,10 @@ class Prompt:
     """What the fake reads from a request body, whatever its wire format.
 
     ``words`` counts whitespace-separated words over system text and every message (min 1);
-    ``max_tokens`` is the request's output cap, ``None`` when absent.
+    ``max_tokens`` is the request's output cap, ``None`` when absent; ``tool_result`` is the text of
+    the tool results sent after the last assistant turn (``None`` when there are none: the model has
+    not called a tool yet in this turn); ``thinking`` is whether an Anthropic request turned extended
+    thinking on.
     """
 
     model: str
@@ -159,6 +176,8 @@ class Prompt:
     stream: bool
     include_usage: bool = False
     max_tokens: int | None = None
+    tool_result: str | None = None
+    thinking: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,6 +214,7 @@ class Reply:
     cache_read: int = 0
     cache_write: int = 0
     cache_write_1h: int = 0
+    signed_calls: bool = False  # Gemini: the first call carries a thoughtSignature (Gemini 3 does)
 
     @property
     def total_tokens(self) -> int:
@@ -244,6 +264,28 @@ def split_even(text: str, parts: int) -> list[str]:
     return pieces
 
 
+def signature_for(text: str) -> str:
+    """The opaque signature the fake issues for reasoning ``text`` (Anthropic thinking ``signature``,
+    Gemini ``thoughtSignature``); `omniroute.testing.strict` accepts only a signature that matches
+    the text it came back with. Standard base64, as real signatures are (``+``, ``/`` and ``=``
+    included)."""
+    return base64.b64encode(b"fake-signature:" + hashlib.sha256(text.encode()).digest()).decode()
+
+
+def tool_result_after(
+    items: Sequence[object], assistant_role: str, result_of: Callable[[object], str | None]
+) -> str | None:
+    """The text of the tool results in the messages (``items``) after the last one whose ``role`` is
+    ``assistant_role``, joined by spaces; ``result_of`` reads one message's results (``None``: it has
+    none). ``None`` when no such message carries results: the model has not called in this turn."""
+    last = max(
+        (i for i, item in enumerate(items) if isinstance(item, dict) and item.get("role") == assistant_role),
+        default=-1,
+    )
+    found = [text for item in items[last + 1 :] if (text := result_of(item)) is not None]
+    return " ".join(found) if found else None
+
+
 def count_words(text: str) -> int:
     """The fake tokenizer: whitespace-separated words."""
     return len(text.split())
@@ -259,6 +301,18 @@ def text_of(content: object) -> str:
     if isinstance(content, dict):
         pieces = [content.get("text"), text_of(content.get("content"))]
         return " ".join(piece for piece in pieces if isinstance(piece, str) and piece)
+    return ""
+
+
+def strings_of(value: object) -> str:
+    """Every string leaf of a JSON value joined by spaces (a Gemini ``functionResponse.response``
+    object, whatever keys the client chose)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return " ".join(text for item in value if (text := strings_of(item)))
+    if isinstance(value, dict):
+        return " ".join(text for item in value.values() if (text := strings_of(item)))
     return ""
 
 

@@ -1,8 +1,9 @@
 """The management API (FastAPI, OpenAPI at ``/openapi.json``), health (OBS-4) and metrics (OBS-3).
 
-``/api/*`` requires ``Authorization: Bearer <server.admin_key>``; with no admin key configured it
-answers only on loopback (API-8). Errors use the OpenAI error shape (API-6), including validation
-errors, which name the field.
+``/api/*`` requires ``Authorization: Bearer <server.admin_key>`` (or a signed-in console session with
+its CSRF token); with no admin key configured it answers only on loopback (API-8). The browsable
+``/docs`` page is added with the console (:func:`omniroute.dashboard.install`). Errors use the OpenAI
+error shape (API-6), including validation errors, which name the field.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from omniroute.api.admin import auto, combos, connections, core, resilience
+from omniroute.api.admin import auto, auto_scores, combos, connections, core, resilience, trial, usage
 from omniroute.core.fields import field_errors
 from omniroute.errors import GatewayError, InvalidRequest
 from omniroute.gateway import Gateway
@@ -39,7 +40,7 @@ def _is_overflow(exc: BaseException | None) -> bool:
 
 def build_admin_app(gw: Gateway) -> FastAPI:
     """The FastAPI app for everything outside the ``/v1`` hot path."""
-    app = FastAPI(title="OmniRoute management API", version="0.1.0", docs_url="/docs", redoc_url=None)
+    app = FastAPI(title="OmniRoute management API", version="0.1.0", docs_url=None, redoc_url=None)
 
     @app.exception_handler(GatewayError)
     async def _gateway_error(request: Request, exc: GatewayError) -> JSONResponse:
@@ -114,6 +115,6 @@ def build_admin_app(gw: Gateway) -> FastAPI:
         return _error(405, msg, "invalid_request_error", None, "method_not_allowed")
 
     app.state.gateway = gw
-    for module in (core, connections, resilience, combos, auto):
+    for module in (core, usage, trial, connections, resilience, combos, auto, auto_scores):
         app.include_router(module.router)
     return app

@@ -63,7 +63,9 @@ def channel_pool(gw: Gateway, channel: str) -> list[Candidate]:
     return pool
 
 
-async def _rows(gw: Gateway, pool: list[Candidate], excluded: set[str]) -> list[dict[str, Any]]:
+async def reachability(gw: Gateway, pool: list[Candidate], excluded: set[str]) -> list[dict[str, Any]]:
+    """Per candidate of ``pool``: identity, limits, breaker/cooldown/invalid/lockout state, ``reachable``
+    with the reasons it is not, and whether it is in ``excluded`` (AUTO-2)."""
     now = gw.clock.time()
     state = gw.state
     breakers = await state.get_breakers({c.provider.id for c in pool})
@@ -115,7 +117,7 @@ async def _rows(gw: Gateway, pool: list[Candidate], excluded: set[str]) -> list[
 async def _listing(gw: Gateway, channel: str, key_id: str | None) -> dict[str, Any]:
     pool = channel_pool(gw, channel)
     excluded = await key_exclusions(gw, key_id, channel)
-    return {"channel": channel, "api_key_id": key_id, "data": await _rows(gw, pool, excluded)}
+    return {"channel": channel, "api_key_id": key_id, "data": await reachability(gw, pool, excluded)}
 
 
 @router.get("/v1/auto-combo/{channel}/candidates")
@@ -124,7 +126,8 @@ async def list_candidates(channel: str, gw: Gw, key_id: ClientKey) -> dict[str, 
     return await _listing(gw, channel, key_id)
 
 
-def _resolve_keys(gw: Gateway, channel: str, wanted: list[str]) -> list[str]:
+def resolve_keys(gw: Gateway, channel: str, wanted: list[str]) -> list[str]:
+    """Candidate keys of ``channel`` for ``wanted`` keys or connection ids (404 naming the pool)."""
     pool = channel_pool(gw, channel)
     by_key = {c.key: c.key for c in pool} | {c.connection.id: c.key for c in pool}
     out: list[str] = []
@@ -144,14 +147,14 @@ def _resolve_keys(gw: Gateway, channel: str, wanted: list[str]) -> list[str]:
 @router.put("/v1/auto-combo/{channel}/candidates/{candidate_key:path}")
 async def exclude_candidate(channel: str, candidate_key: str, gw: Gw, key_id: ClientKey) -> dict[str, Any]:
     """Exclude one candidate from this key's routing on ``channel`` (AUTO-2)."""
-    await set_exclusion(gw, key_id, channel, _resolve_keys(gw, channel, [candidate_key]), True)
+    await set_exclusion(gw, key_id, channel, resolve_keys(gw, channel, [candidate_key]), True)
     return await _listing(gw, channel, key_id)
 
 
 @router.delete("/v1/auto-combo/{channel}/candidates/{candidate_key:path}")
 async def include_candidate(channel: str, candidate_key: str, gw: Gw, key_id: ClientKey) -> dict[str, Any]:
     """Re-include one candidate for this key on ``channel`` (AUTO-2)."""
-    await set_exclusion(gw, key_id, channel, _resolve_keys(gw, channel, [candidate_key]), False)
+    await set_exclusion(gw, key_id, channel, resolve_keys(gw, channel, [candidate_key]), False)
     return await _listing(gw, channel, key_id)
 
 
@@ -165,8 +168,8 @@ class ExclusionEdit(BaseModel):
 @router.put("/v1/auto-combo/{channel}/candidates")
 async def edit_exclusions(channel: str, body: ExclusionEdit, gw: Gw, key_id: ClientKey) -> dict[str, Any]:
     """Exclude and re-include several candidates at once for this key (AUTO-2)."""
-    await set_exclusion(gw, key_id, channel, _resolve_keys(gw, channel, body.exclude), True)
-    await set_exclusion(gw, key_id, channel, _resolve_keys(gw, channel, body.include), False)
+    await set_exclusion(gw, key_id, channel, resolve_keys(gw, channel, body.exclude), True)
+    await set_exclusion(gw, key_id, channel, resolve_keys(gw, channel, body.include), False)
     return await _listing(gw, channel, key_id)
 
 

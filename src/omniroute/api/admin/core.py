@@ -1,5 +1,5 @@
-"""Health (OBS-4), metrics (OBS-3), API keys (API-8), connections (PROV-3), usage (OBS-1) and routing
-decisions (OBS-2) in the management API."""
+"""Health (OBS-4), metrics (OBS-3), API keys (API-8), connections (PROV-3) and routing decisions
+(OBS-2) in the management API, and its authentication (API-8)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from omniroute.api.admin import session
 from omniroute.api.hosts import check_management_request
-from omniroute.errors import AuthenticationFailed, GatewayError
+from omniroute.errors import AuthenticationFailed, GatewayError, InvalidRequest
 from omniroute.gateway import Gateway
-from omniroute.store.repos.usage import USAGE_GROUPS, USAGE_TOKEN_CLASSES
 
 router = APIRouter()
 
@@ -24,7 +24,9 @@ def gateway(request: Request) -> Gateway:
     return gw
 
 
-def _is_loopback(host: str | None) -> bool:
+def is_loopback(request: Request) -> bool:
+    """Whether the client connected from a loopback address (127.0.0.0/8, ::1)."""
+    host = request.client.host if request.client else None
     if not host:
         return False
     try:
@@ -33,37 +35,67 @@ def _is_loopback(host: str | None) -> bool:
         return host == "localhost"
 
 
-def require_admin(request: Request, gw: Annotated[Gateway, Depends(gateway)]) -> Gateway:
-    """API-8: ``Authorization: Bearer <admin_key>``; without an admin key, loopback clients only;
-    and the Host/Origin checks against DNS rebinding (:mod:`omniroute.api.hosts`)."""
+def loopback_only() -> GatewayError:
+    """The 403 for a non-loopback client when no admin key is configured (API-8)."""
+    return GatewayError(
+        "No server.admin_key is configured: the management API answers on loopback only.",
+        status=403,
+        code="admin_loopback_only",
+    )
+
+
+def check_origin(request: Request, gw: Gateway) -> None:
+    """The Host/Origin checks against DNS rebinding and cross-site changes (:mod:`omniroute.api.hosts`)
+    that the management API and the console apply before anything else; 403 when they fail."""
     server = gw.config.server
-    admin_key = server.admin_key
     check_management_request(
         request.method,
         request.headers.get("host"),
         request.headers.get("origin"),
         allowed_hosts=server.allowed_hosts,
-        admin_key_set=bool(admin_key),
+        admin_key_set=bool(server.admin_key),
     )
+
+
+def require_admin(request: Request, gw: Annotated[Gateway, Depends(gateway)]) -> Gateway:
+    """API-8: ``Authorization: Bearer <admin_key>``, or a console session signed in with the admin key
+    (OPS-3) whose unsafe calls carry its CSRF token (403 without it); without an admin key, loopback
+    clients only; and first the Host/Origin checks (:func:`check_origin`)."""
+    check_origin(request, gw)
+    admin_key = gw.config.server.admin_key
     auth = request.headers.get("authorization", "")
     if not auth.isascii():  # no key is non-ASCII; and compare_digest refuses such strings
         raise AuthenticationFailed("Invalid credentials: keys are ASCII text.")
     if admin_key:
         token = auth[7:].strip() if auth[:7].lower() == "bearer " else ""
-        if not token or not hmac.compare_digest(token.encode(), admin_key.encode()):
+        if token and hmac.compare_digest(token.encode(), admin_key.encode()):
+            return gw
+        sess = session.read_session(request, gw)
+        if sess is None or not sess.admin:
             raise AuthenticationFailed("The management API needs 'Authorization: Bearer <server.admin_key>'.")
+        if request.method not in session.SAFE_METHODS and not sess.csrf_ok(
+            request.headers.get(session.CSRF_HEADER)
+        ):
+            raise session.csrf_error()
         return gw
-    client = request.client.host if request.client else None
-    if not _is_loopback(client):
-        raise GatewayError(
-            "No server.admin_key is configured: the management API answers on loopback only.",
-            status=403,
-            code="admin_loopback_only",
-        )
+    if not is_loopback(request):
+        raise loopback_only()
     return gw
 
 
 Admin = Annotated[Gateway, Depends(require_admin)]
+
+
+async def api_key_id(gw: Gateway, key: str | None, param: str) -> str | None:
+    """The id of the API key named by id or name in ``key`` (``None`` for no key); 400 naming
+    ``param`` when no key matches."""
+    if not key:
+        return None
+    assert gw.store is not None
+    for rec in await gw.store.list_api_keys():
+        if key in (rec["id"], rec["name"]):
+            return str(rec["id"])
+    raise InvalidRequest(f"{param}: no API key '{key}'.", param=param)
 
 
 @router.get("/health", tags=["health"])
@@ -158,53 +190,6 @@ async def list_connections(gw: Admin) -> dict[str, Any]:
             for c in gw.simulated.connections()
         ]
     return {"data": rows}
-
-
-@router.get("/api/usage", tags=["usage"])
-async def recent_usage(gw: Admin, limit: int = 100) -> dict[str, Any]:
-    """The most recent usage-log rows (OBS-1)."""
-    assert gw.store is not None and gw.usage is not None
-    await gw.usage.flush()
-    return {"data": await gw.store.recent_usage(limit=max(1, min(limit, 1000)))}
-
-
-@router.get("/api/usage/summary", tags=["usage"])
-async def usage_summary(
-    gw: Admin,
-    group_by: str = "day",
-    since: float | None = None,
-    until: float | None = None,
-) -> dict[str, Any]:
-    """Usage and cost summed per group (OBS-1).
-
-    ``group_by`` is a comma-separated list of ``key``, ``model``, ``provider``, ``day`` (UTC);
-    ``since``/``until`` are epoch seconds (default: the last 30 days up to now). Returns ``data``
-    (one item per group: the group values, ``requests``, each token class, ``cost_usd`` in USD,
-    ``price_unknown_requests``) and ``total`` (the same sums over all groups). 400 naming
-    ``group_by`` on an unknown group.
-    """
-    assert gw.store is not None and gw.usage is not None
-    groups = [g.strip() for g in group_by.split(",") if g.strip()]
-    bad = [g for g in groups if g not in USAGE_GROUPS]
-    if bad:
-        raise GatewayError(
-            f"group_by: unknown group {bad[0]!r}; use any of {', '.join(USAGE_GROUPS)}.",
-            status=400,
-            code="invalid_request_error",
-            param="group_by",
-        )
-    await gw.usage.flush()
-    end = gw.clock.time() if until is None else until
-    start = end - _SUMMARY_DEFAULT_S if since is None else since
-    data = await gw.store.usage_summary(groups, start, end)
-    total: dict[str, Any] = {
-        k: sum(item[k] for item in data)
-        for k in ("requests", *USAGE_TOKEN_CLASSES, "cost_usd", "price_unknown_requests")
-    }
-    return {"group_by": groups, "since": start, "until": end, "data": data, "total": total}
-
-
-_SUMMARY_DEFAULT_S = 30 * 86400
 
 
 @router.get("/api/routing/decisions/{request_id}", tags=["routing"])

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final, TypedDict
 
 import orjson
-from sqlalchemy import Integer, and_, bindparam, case, cast, delete, func, select
+from sqlalchemy import ColumnElement, Integer, and_, bindparam, case, cast, delete, func, literal, or_, select
 from sqlalchemy.sql.dml import Insert
 
 from omniroute.store import models
@@ -18,6 +18,8 @@ _dec = models.routing_decisions
 _resp = models.responses_store
 
 CLIENT_CLOSED_STATUS: Final = 499
+TOP_N: Final = 5
+"""Rows in each "top" list of :meth:`UsageRepo.traffic_summary`."""
 
 USAGE_GROUPS: Final = ("key", "model", "provider", "day")
 """What :meth:`UsageRepo.usage_summary` can group by."""
@@ -236,15 +238,94 @@ class UsageRepo(RepoBase):
             out.append(item)
         return out
 
-    async def recent_usage(self, limit: int = 100) -> list[dict[str, Any]]:
-        """The newest ``limit`` usage rows, newest first, as dicts of every column (OBS-1)."""
+    async def recent_usage(
+        self,
+        limit: int = 100,
+        *,
+        offset: int = 0,
+        api_key_id: str | None = None,
+        model: str | None = None,
+        status: str | None = None,
+        request_id: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """Usage rows as dicts of every column, newest first, ``offset`` rows skipped, at most
+        ``limit`` (OBS-1).
+
+        Filters: ``api_key_id`` exact; ``model`` matches the requested model, the served model id or
+        the served ``provider/model``; ``status`` is ``"ok"`` (< 400), ``"error"`` (≥ 400) or one
+        HTTP status code as text; ``request_id`` exact. Raises ``ValueError`` for any other ``status``."""
+        stmt = select(_usage)
+        if request_id is not None:
+            stmt = stmt.where(_usage.c.request_id == request_id)
+        if api_key_id is not None:
+            stmt = stmt.where(_usage.c.api_key_id == api_key_id)
+        if model:
+            served = _usage.c.provider + "/" + _usage.c.model
+            stmt = stmt.where(
+                or_(_usage.c.requested_model == model, _usage.c.model == model, served == model)
+            )
+        if status:
+            stmt = stmt.where(_status_filter(status))
+        stmt = stmt.order_by(_usage.c.ts.desc(), _usage.c.id.desc()).offset(offset).limit(limit)
         async with self._engine.connect() as conn:
-            rows = (
+            rows = (await conn.execute(stmt)).mappings()
+            return [{**r, "stream": bool(r["stream"])} for r in rows]
+
+    async def traffic_summary(self, since_ts: float, bucket_s: int) -> dict[str, Any]:
+        """Request, error, fallback, latency, TTFT, token and spend figures of the requests since
+        ``since_ts`` (epoch s), in total and per ``bucket_s``-second bucket, plus the busiest served
+        models and API keys (the console overview, OBS-1). Member calls of multi-call strategies are
+        left out: each request counts once, through its main row.
+
+        Returns ``{"totals": {...}, "series": [{...}, ...], "top_models": [...], "top_keys": [...]}``;
+        a bucket is ``{"ts": start epoch s, "requests", "errors", "fallbacks", "cost_usd",
+        "prompt_tokens", "completion_tokens", "p50_latency_ms", "p95_latency_ms", "p50_ttft_ms",
+        "p95_ttft_ms"}`` (percentiles ``None`` without successful requests); totals have the same keys
+        without ``ts``. Errors are statuses ≥ 400 except client disconnects (499), as in
+        :meth:`usage_stats`; a fallback is a successful request that needed more than one attempt;
+        percentiles are nearest-rank over successful requests (TTFT over those that reported one)."""
+        window = and_(_usage.c.ts >= since_ts, _usage.c.member.is_(None))
+        bucket = (cast(_usage.c.ts, Integer) // bucket_s).label("bucket")
+        async with self._engine.connect() as conn:
+            series = await _bucket_figures(conn, window, bucket)
+            totals = await _bucket_figures(conn, window, literal(0).label("bucket"))
+            served = _usage.c.model.is_not(None)
+            top_models = (
                 await conn.execute(
-                    select(_usage).order_by(_usage.c.ts.desc(), _usage.c.id.desc()).limit(limit)
+                    select(
+                        _usage.c.provider,
+                        _usage.c.model,
+                        func.count().label("requests"),
+                        func.sum(_usage.c.cost_usd).label("cost_usd"),
+                    )
+                    .where(window, served)
+                    .group_by(_usage.c.provider, _usage.c.model)
+                    .order_by(func.count().desc(), _usage.c.provider, _usage.c.model)
+                    .limit(TOP_N)
                 )
             ).mappings()
-            return [{**r, "stream": bool(r["stream"])} for r in rows]
+            models = [{**r, "cost_usd": float(r["cost_usd"] or 0.0)} for r in top_models]
+            top_keys = (
+                await conn.execute(
+                    select(
+                        _usage.c.api_key_id,
+                        func.count().label("requests"),
+                        func.sum(_usage.c.cost_usd).label("cost_usd"),
+                    )
+                    .where(window)
+                    .group_by(_usage.c.api_key_id)
+                    .order_by(func.count().desc(), _usage.c.api_key_id)
+                    .limit(TOP_N)
+                )
+            ).mappings()
+            keys = [{**r, "cost_usd": float(r["cost_usd"] or 0.0)} for r in top_keys]
+        total = totals.get(0) or _empty_figures()
+        return {
+            "totals": total,
+            "series": [{"ts": float(b * bucket_s), **f} for b, f in sorted(series.items())],
+            "top_models": models,
+            "top_keys": keys,
+        }
 
     # routing decisions ---------------------------------------------------------------------------
 
@@ -312,3 +393,103 @@ class UsageRepo(RepoBase):
             d = await conn.execute(delete(_dec).where(_dec.c.ts < before_ts))
             r = await conn.execute(delete(_resp).where(_resp.c.expires_at <= self._now()))
         return {"usage_log": u.rowcount, "routing_decisions": d.rowcount, "responses_store": r.rowcount}
+
+
+def _status_filter(status: str) -> ColumnElement[bool]:
+    """The ``status`` filter of :meth:`UsageRepo.recent_usage`."""
+    if status == "ok":
+        return _usage.c.status < 400
+    if status == "error":
+        return _usage.c.status >= 400
+    if status.isdigit():
+        return _usage.c.status == int(status)
+    raise ValueError("status must be 'ok', 'error' or an HTTP status code")
+
+
+def _empty_figures() -> dict[str, Any]:
+    return {
+        "requests": 0,
+        "errors": 0,
+        "fallbacks": 0,
+        "cost_usd": 0.0,
+        "prompt_tokens": 0,
+        "completion_tokens": 0,
+        "p50_latency_ms": None,
+        "p95_latency_ms": None,
+        "p50_ttft_ms": None,
+        "p95_ttft_ms": None,
+    }
+
+
+def _nearest_rank(rank: ColumnElement[int], count: ColumnElement[int], pct: int) -> ColumnElement[bool]:
+    """``rank`` is the nearest-rank ``pct``-th percentile position, ``ceil(count·pct/100)``, in integer
+    arithmetic that SQLite and PostgreSQL evaluate alike."""
+    return and_(count > 0, rank == (count * pct + 99) // 100)
+
+
+async def _bucket_figures(
+    conn: Any, window: ColumnElement[bool], bucket: ColumnElement[int]
+) -> dict[int, dict[str, Any]]:
+    """Per value of ``bucket``: counts and sums of the rows in ``window``, and the p50/p95 latency and
+    TTFT of the successful ones (window functions: one sort per bucket, in the database)."""
+    failed = and_(_usage.c.status >= 400, _usage.c.status != CLIENT_CLOSED_STATUS)
+    fallback = and_(_usage.c.status < 400, _usage.c.attempts > 1)
+    counts = (
+        await conn.execute(
+            select(
+                bucket,
+                func.count().label("requests"),
+                func.sum(case((failed, 1), else_=0)).label("errors"),
+                func.sum(case((fallback, 1), else_=0)).label("fallbacks"),
+                func.sum(_usage.c.cost_usd).label("cost_usd"),
+                func.sum(_usage.c.prompt_tokens).label("prompt_tokens"),
+                func.sum(_usage.c.completion_tokens).label("completion_tokens"),
+            )
+            .where(window)
+            .group_by(bucket.name)
+        )
+    ).mappings()
+    out: dict[int, dict[str, Any]] = {}
+    for r in counts:
+        out[int(r["bucket"])] = {
+            **_empty_figures(),
+            "requests": int(r["requests"]),
+            "errors": int(r["errors"] or 0),
+            "fallbacks": int(r["fallbacks"] or 0),
+            "cost_usd": float(r["cost_usd"] or 0.0),
+            "prompt_tokens": int(r["prompt_tokens"] or 0),
+            "completion_tokens": int(r["completion_tokens"] or 0),
+        }
+    ttft_missing = case((_usage.c.ttft_ms.is_(None), 1), else_=0)
+    ranked = (
+        select(
+            bucket,
+            _usage.c.latency_ms,
+            _usage.c.ttft_ms,
+            func.row_number().over(partition_by=bucket, order_by=_usage.c.latency_ms).label("lrank"),
+            func.count().over(partition_by=bucket).label("n"),
+            func.row_number()
+            .over(partition_by=bucket, order_by=(ttft_missing, _usage.c.ttft_ms))
+            .label("trank"),
+            func.count(_usage.c.ttft_ms).over(partition_by=bucket).label("tn"),
+        )
+        .where(window, _usage.c.status < 400)
+        .subquery()
+    )
+    lat, ttft = ranked.c.latency_ms, ranked.c.ttft_ms
+    pct = (
+        await conn.execute(
+            select(
+                ranked.c.bucket,
+                func.max(case((_nearest_rank(ranked.c.lrank, ranked.c.n, 50), lat))).label("p50_latency_ms"),
+                func.max(case((_nearest_rank(ranked.c.lrank, ranked.c.n, 95), lat))).label("p95_latency_ms"),
+                func.max(case((_nearest_rank(ranked.c.trank, ranked.c.tn, 50), ttft))).label("p50_ttft_ms"),
+                func.max(case((_nearest_rank(ranked.c.trank, ranked.c.tn, 95), ttft))).label("p95_ttft_ms"),
+            ).group_by(ranked.c.bucket)
+        )
+    ).mappings()
+    for r in pct:
+        figures = out.setdefault(int(r["bucket"]), _empty_figures())
+        for k in ("p50_latency_ms", "p95_latency_ms", "p50_ttft_ms", "p95_ttft_ms"):
+            figures[k] = float(r[k]) if r[k] is not None else None
+    return out

@@ -19,7 +19,6 @@ from omniroute.values import ChatRequest, Usage
 from omniroute.wire._common import (
     NATIVE,
     SIG_SEP,
-    SSE_COMMENT,
     loads_object,
     new_id,
     reasoning_text,
@@ -134,6 +133,9 @@ def render_response(resp: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+GEMINI_KEEPALIVE = b"\n"
+
+
 class GeminiStreamEncoder:
     """Canonical chunks → Gemini SSE events. Text and thoughts stream as they come; tool-call deltas are
     assembled and sent whole with the finish reason and usage in the final event (from :meth:`end`).
@@ -149,8 +151,11 @@ class GeminiStreamEncoder:
         self.finish: str | None = None
 
     def keepalive(self) -> bytes:
-        """Bytes that keep a stream alive before its first content: an SSE comment line."""
-        return SSE_COMMENT
+        """Bytes that keep a stream alive before its first content: a blank line, which SSE parsers
+        ignore. Not an SSE comment: the google-genai JS SDK (Gemini CLI) matches ``^\\s*data: `` at the
+        start of its buffer, so any other line stalls it and the stream ends in "Incomplete JSON
+        segment at the end"; leading whitespace it skips."""
+        return GEMINI_KEEPALIVE
 
     def start(self) -> bytes:
         return b""
