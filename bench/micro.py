@@ -9,7 +9,7 @@ anywhere the project's venv runs, pytest-benchmark or not:
   (PERF-3: 50 ≤ 100 µs median, linear in pool size);
 * the ladder filters alone (``Resilience.filter``) on 1, 10 and 50 candidates;
 * translation of a 20-chunk stream: upstream SSE ``data`` → canonical chunk (``OpenAIStreamParser``)
-  → client SSE (``OpenAIStreamEncoder``; and ``AnthropicStreamEncoder`` from ``translate/``).
+  → client SSE (``OpenAIStreamEncoder``; and ``AnthropicStreamEncoder`` from ``wire/anthropic``).
 
 ``bench/micro_auto.py`` (the auto engineer's), when present, is folded in: its ``run(quick=...)``
 returns rows shaped like :func:`row`.
@@ -171,9 +171,10 @@ async def _ladder_candidates(gw: Any, k: int) -> list[Any]:
 
 def _stream_rows(number: int, repeat: int) -> list[Row]:
     """Translation of one 20-chunk stream (upstream bytes → client bytes), per stream."""
-    from omniroute.api.openai import OpenAIStreamEncoder
-    from omniroute.providers.openai_format import OpenAIStreamParser
     from omniroute.values import Usage
+    from omniroute.wire.anthropic.outbound import AnthropicStreamEncoder
+    from omniroute.wire.openai.outbound import OpenAIStreamEncoder
+    from omniroute.wire.openai.upstream import OpenAIStreamParser
 
     events = [orjson.dumps(chunk_obj(i)) for i in range(CHUNKS)]
     usage = Usage.from_openai(USAGE)
@@ -189,11 +190,6 @@ def _stream_rows(number: int, repeat: int) -> list[Row]:
 
     rows.append(row("OpenAI → OpenAI (parse + OpenAIStreamEncoder), 20 chunks",
                     time_sync(openai_stream, number=number, repeat=repeat), group="stream translation"))
-    try:
-        from omniroute.translate.anthropic_out import AnthropicStreamEncoder
-    except ImportError:
-        rows.append(na("OpenAI → Anthropic", "stream translation", "translate.anthropic_out missing"))
-        return rows
 
     def anthropic_stream() -> int:
         parser, enc = OpenAIStreamParser("p"), AnthropicStreamEncoder("m")

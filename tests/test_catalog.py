@@ -13,15 +13,17 @@ from typing import Any
 import orjson
 import pytest
 
+from omniroute.bootstrap import build_catalog
+from omniroute.config import Config
 from omniroute.providers.catalog import (
     CAPABILITIES,
     TIERS,
-    WIRE_FORMATS,
     Catalog,
     ModelOverride,
     ProviderOverride,
 )
 from omniroute.values import ModelInfo, ProviderInfo
+from omniroute.wire import upstream_formats
 
 NAMED_PROVIDERS = (
     "openai",
@@ -128,7 +130,7 @@ def test_local_providers_are_free_and_listen_on_loopback(catalog: Catalog) -> No
 def test_every_provider_has_a_valid_format_base_url_and_a_chat_model_first(catalog: Catalog) -> None:
     """PROV-1/PROV-2: the first model is the provider default (AUTO-2), so it is never embeddings-only."""
     for p in catalog.providers:
-        assert p.format in WIRE_FORMATS, p.id
+        assert p.format in upstream_formats(), p.id
         assert p.base_url.startswith(("https://", "http://127.0.0.1:")), p.id
         assert not p.base_url.endswith("/"), p.id
         assert p.name, p.id
@@ -346,10 +348,11 @@ def test_override_with_an_invalid_value_is_rejected(
     assert "'openai'" in str(info.value) and "'gpt-4o'" in str(info.value)
 
 
-def test_override_with_an_unknown_format_is_rejected(catalog: Catalog) -> None:
-    """PROV-1/PROV-2: only the three wire formats exist."""
+def test_override_with_an_unknown_format_is_rejected() -> None:
+    """PROV-1/PROV-2: only the registry's upstream wire formats exist (checked where the catalog is
+    built from the stored and configured providers)."""
     with pytest.raises(ValueError, match="format 'grpc'"):
-        catalog.with_overrides([ProviderOverride(id="x1", format="grpc", base_url="http://127.0.0.1:9/v1")])
+        build_catalog(Config(), [{"id": "x1", "format": "grpc", "base_url": "http://127.0.0.1:9/v1"}], None)
 
 
 # -- models.dev refresh -----------------------------------------------------------------------------

@@ -9,7 +9,6 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from omniroute.bootstrap import adapters
 from omniroute.clock import FakeClock
 from omniroute.providers.upstream import AttemptTimeouts, UpstreamClient
 from omniroute.resilience.ladder import Resilience
@@ -18,6 +17,7 @@ from omniroute.routing.engine import Engine, Outcome, RetrySettings
 from omniroute.state.memory import MemoryRoutingState
 from omniroute.testing import FakeProvider
 from omniroute.values import Candidate, ChatRequest, Connection, ModelInfo, ProviderInfo
+from omniroute.wire import adapters
 
 
 @pytest.fixture

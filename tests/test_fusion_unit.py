@@ -41,8 +41,9 @@ from omniroute.routing.multicall_parts import (
 )
 from omniroute.routing.pipeline import step_body
 from omniroute.testing.faults import parse_behaviour
-from omniroute.translate import anthropic_in, responses_in
 from omniroute.values import Candidate, Connection, ModelInfo, ProviderInfo, Usage
+from omniroute.wire.anthropic import inbound as anthropic_in
+from omniroute.wire.responses import inbound as responses_in
 
 TOOL = {"type": "function", "function": {"name": "get_weather", "description": "Weather", "parameters": {}}}
 CALL = {

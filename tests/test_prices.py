@@ -16,12 +16,12 @@ from typer.testing import CliRunner
 from omniroute.bootstrap import build_catalog
 from omniroute.cli.main import app as cli_app
 from omniroute.config import ConfigError, config_from_dict, load_config
-from omniroute.providers.anthropic_format import usage_from_anthropic
 from omniroute.providers.catalog import Catalog, ModelOverride, ProviderOverride
-from omniroute.providers.gemini_format import usage_from_gemini
 from omniroute.providers.prices import with_library_prices
 from omniroute.routing.registry import Registry
 from omniroute.values import ModelInfo, Usage
+from omniroute.wire.anthropic.upstream import usage_from_anthropic
+from omniroute.wire.gemini.upstream import usage_from_gemini
 
 PINNED = "0.2.3"
 SOURCE = f"genai-prices {PINNED}"

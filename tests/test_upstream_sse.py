@@ -9,9 +9,8 @@ import asyncio
 import pytest
 from aiohttp import web
 
-from omniroute.providers.upstream import AttemptTimeouts, UpstreamClient
+from omniroute.providers.upstream import AttemptTimeouts, UpstreamClient, UpstreamRequest
 from omniroute.testing.gateway import free_port
-from omniroute.typing import UpstreamRequest
 
 CASES: list[tuple[str, list[bytes], list[tuple[str, bytes]]]] = [
     ("one read", [b"data: a\n\ndata: b\n\n"], [("", b"a"), ("", b"b")]),

@@ -1,6 +1,7 @@
 """``create_app(config)`` → the ASGI application (one :class:`~omniroute.gateway.Gateway`, no globals).
 
-The ``/v1`` hot path is a dict of plain ASGI handlers that write to ``send`` themselves; everything
+The ``/v1`` hot path is a dict of plain ASGI handlers that write to ``send`` themselves — the routes of
+every client wire format come from the registry (:data:`omniroute.wire.FORMATS`); everything
 else (management API, health, metrics, OpenAPI at ``/openapi.json``) is a FastAPI app mounted behind
 them (DESIGN "Built on"). The app owns its lifespan: the gateway starts on ``lifespan.startup`` and
 flushes and closes on ``lifespan.shutdown``.
@@ -11,20 +12,20 @@ from __future__ import annotations
 import contextlib
 import gc
 import logging
-from collections.abc import Awaitable, Callable
 
-from omniroute import dashboard
-from omniroute.api import anthropic_surface, embeddings, gemini_surface, openai, responses_surface
+from omniroute import dashboard, wire
+from omniroute.api import embeddings
 from omniroute.api.admin import build_admin_app
 from omniroute.api.asgi import Message, Receive, Scope, Send, send_json
+from omniroute.api.models import list_models
+from omniroute.api.routes import GwHandler, route_table
 from omniroute.clock import Clock
 from omniroute.config import Config, ConfigError
 from omniroute.errors import GatewayError, PayloadTooLarge
 from omniroute.gateway import Gateway
+from omniroute.wire.openai.outbound import openai_error
 
 log = logging.getLogger("omniroute")
-
-GwHandler = Callable[[Gateway, Scope, Receive, Send], Awaitable[None]]
 
 
 class OmniRouteApp:
@@ -35,13 +36,8 @@ class OmniRouteApp:
         self.tune_gc = tune_gc
         self.admin = build_admin_app(self.gateway)
         dashboard.install(self.admin)  # the console, /docs and / (OPS-3)
-        self.post_routes: dict[str, GwHandler] = {
-            "/v1/chat/completions": openai.chat_completions,
-            "/chat/completions": openai.chat_completions,
-            "/v1/embeddings": embeddings.embeddings,
-        }
-        self.post_routes.update(anthropic_surface.ROUTES)
-        self.post_routes.update(responses_surface.ROUTES)
+        exact, self.pattern_routes = route_table(wire.FORMATS)
+        self.post_routes: dict[str, GwHandler] = {**exact, "/v1/embeddings": embeddings.embeddings}
         self.started = False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -50,8 +46,8 @@ class OmniRouteApp:
             path: str = scope["path"]
             method: str = scope["method"]
             handler = self.post_routes.get(path)
-            if handler is None and gemini_surface.matches(path):
-                handler = gemini_surface.handle
+            if handler is None:
+                handler = next((h for p, h in self.pattern_routes if p.match(path)), None)
             if handler is not None:
                 if method != "POST":
                     await _method_not_allowed(scope, send)
@@ -59,7 +55,7 @@ class OmniRouteApp:
                 await self._guarded(handler, scope, receive, send)
                 return
             if method == "GET" and (path == "/v1/models" or path.startswith("/v1/models/")):
-                await openai.list_models(self.gateway, scope, receive, send)
+                await list_models(self.gateway, scope, receive, send)
                 return
             declared = dict(scope["headers"]).get(b"content-length", b"")
             if declared.isdigit() and int(declared) > self.gateway.max_body_bytes:
@@ -67,7 +63,7 @@ class OmniRouteApp:
                     f"Request body exceeds the limit of {self.gateway.config.server.max_body_mb:g} "
                     "MB (server.max_body_mb)."
                 )
-                await send_json(send, 413, openai.openai_error(err))
+                await send_json(send, 413, openai_error(err))
                 return
             await self.admin(scope, _capped(receive, self.gateway.max_body_bytes), send)
         elif kind == "lifespan":
@@ -86,7 +82,7 @@ class OmniRouteApp:
             log.exception("unexpected error on %s %s", scope["method"], scope["path"])
             err = GatewayError("Internal gateway error; the request id is in the logs.")
             with contextlib.suppress(Exception):
-                await send_json(send, 500, openai.openai_error(err))
+                await send_json(send, 500, openai_error(err))
 
     async def start(self) -> None:
         """Start the gateway (idempotent); used by the lifespan and by in-process tests."""
@@ -153,7 +149,7 @@ async def _method_not_allowed(scope: Scope, send: Send) -> None:
         code="method_not_allowed",
     )
     err.type = "invalid_request_error"
-    await send_json(send, 405, openai.openai_error(err), [(b"allow", b"POST")])
+    await send_json(send, 405, openai_error(err), [(b"allow", b"POST")])
 
 
 def create_app(

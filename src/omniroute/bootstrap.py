@@ -1,6 +1,6 @@
 """Start-up wiring: config objects into the store (OPS-2: config wins over stored copies of the same
-id), the catalog with overrides and custom providers (PROV-2), the adapters per wire format (PROV-1)
-and the resilience ladder from ``resilience`` settings (RESIL-1 … RESIL-3).
+id), the catalog with overrides and custom providers (PROV-2) whose wire formats the registry knows
+(PROV-1), and the resilience ladder from ``resilience`` settings (RESIL-1 … RESIL-3).
 """
 
 from __future__ import annotations
@@ -9,17 +9,16 @@ import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from omniroute import wire
 from omniroute.clock import Clock
 from omniroute.config import Config, ConfigError, ProviderConfig
 from omniroute.providers.catalog import Catalog, ModelOverride, ProviderOverride
-from omniroute.providers.openai_format import OpenAIAdapter
 from omniroute.providers.prices import with_library_prices
 from omniroute.resilience.breaker import BreakerSettings
 from omniroute.resilience.cooldown import CooldownSettings
 from omniroute.resilience.ladder import Resilience
 from omniroute.resilience.lockout import LockoutSettings
 from omniroute.state.base import RoutingState
-from omniroute.typing import ProviderAdapter
 from omniroute.values import Connection
 
 if TYPE_CHECKING:
@@ -29,18 +28,17 @@ if TYPE_CHECKING:
 log = logging.getLogger("omniroute")
 
 
-def adapters() -> dict[str, ProviderAdapter]:
-    """One adapter per wire format (PROV-1)."""
-    out: dict[str, ProviderAdapter] = {"openai": OpenAIAdapter()}
-    try:
-        from omniroute.providers.anthropic_format import AnthropicAdapter
-        from omniroute.providers.gemini_format import GeminiAdapter
-
-        out["anthropic"] = AnthropicAdapter()
-        out["gemini"] = GeminiAdapter()
-    except ImportError:  # pragma: no cover - formats land independently
-        pass
-    return out
+def check_provider_formats(config: Config) -> None:
+    """Every ``providers[].format`` is a wire format providers speak (PROV-1; the registry,
+    :mod:`omniroute.wire`, which the config layer cannot see). Raises :class:`ConfigError` naming each
+    bad key, e.g. ``providers[0].format: unknown wire format 'foo' (known: anthropic, gemini, openai)``."""
+    errors = [
+        (f"providers[{i}].format", problem)
+        for i, p in enumerate(config.providers)
+        if p.format is not None and (problem := wire.unknown_upstream_format(p.format)) is not None
+    ]
+    if errors:
+        raise ConfigError(errors, source=config.source_path)
 
 
 def build_resilience(config: Config, state: RoutingState, clock: Clock) -> Resilience:
@@ -119,7 +117,10 @@ def build_catalog(
     """Built-in catalog (or the config's ``catalog_file``) priced by genai-prices + stored provider
     nodes + config providers (config wins) + simulated ones.
 
-    Raises :class:`ConfigError` naming ``catalog_file`` when that file cannot be read or is invalid.
+    Raises :class:`ConfigError` naming ``catalog_file`` when that file cannot be read or is invalid,
+    and ``ValueError`` naming the provider when the catalog rejects a value (see
+    :class:`~omniroute.providers.catalog.Catalog`) or a provider's ``format`` is not a wire format
+    providers speak (PROV-1).
     """
     if config.catalog_file is None:
         base = Catalog.builtin()
@@ -136,6 +137,10 @@ def build_catalog(
         cat = cat.with_overrides(by_id.values())
     if simulated is not None:
         cat = Catalog([*cat.providers, *simulated.providers])
+    for prov in cat.providers:
+        if wire.unknown_upstream_format(prov.format) is not None:
+            known = ", ".join(wire.upstream_formats())
+            raise ValueError(f"provider {prov.id!r}: format {prov.format!r} is not one of {known}")
     return cat
 
 

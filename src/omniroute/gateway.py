@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from omniroute import bootstrap
+from omniroute import bootstrap, wire
 from omniroute.api.deadlines import BodyDeadlines
 from omniroute.clock import Clock, SystemClock
 from omniroute.config import Config, ConfigError
@@ -43,8 +43,8 @@ from omniroute.simulated import SAMPLE_COMBO, SimulatedFleet
 from omniroute.state.base import RoutingState
 from omniroute.state.memory import MemoryRoutingState
 from omniroute.store import Store, hash_key
-from omniroute.typing import ProviderAdapter
 from omniroute.values import Candidate, ChatRequest, Usage
+from omniroute.wire.base import ProviderAdapter
 
 if TYPE_CHECKING:  # imported on use: only a gateway with redis_url loads the redis client (PERF-5)
     from omniroute.state.redis import ResilientRoutingState
@@ -94,7 +94,7 @@ class Gateway:
             self.redis_state = ResilientRoutingState.from_url(config.redis_url, clock=self.clock)
         self.state: RoutingState = self.redis_state or MemoryRoutingState(self.clock)
         self.resilience = bootstrap.build_resilience(config, self.state, self.clock)
-        self.adapters: dict[str, ProviderAdapter] = bootstrap.adapters()
+        self.adapters: dict[str, ProviderAdapter] = wire.adapters()
         self.engine = Engine(
             clock=self.clock,
             client=self.client,
@@ -129,7 +129,11 @@ class Gateway:
     # -- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
         """Open the store (migrations), load config objects into it, start simulated providers when
-        nothing is configured, build the routing snapshot and start the background writers."""
+        nothing is configured, build the routing snapshot and start the background writers.
+
+        Raises :class:`ConfigError` naming the key when the config names an unknown wire format or
+        provider, or a non-auto combo without targets."""
+        bootstrap.check_provider_formats(self.config)
         data_dir = data_dir_for(self.config.database_url)
         self.store = await Store.open(self.config.database_url, data_dir=data_dir, clock=self.clock)
         await bootstrap.load_config_into_store(self.config, self.store)

@@ -9,7 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-WireFormat = Literal["openai", "anthropic", "gemini"]
 Tier = Literal["free", "standard", "premium"]
 AccountTier = Literal["ultra", "pro", "standard", "free"]
 

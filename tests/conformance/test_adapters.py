@@ -1,8 +1,8 @@
-"""The shared adapter conformance suite (DESIGN house style 14, SPEC PROV-1): every upstream adapter —
-OpenAI, Anthropic, Gemini — is driven against the scripted fake provider speaking its wire format,
-through the real upstream client, and must give the same canonical results: plain text, streaming,
-tools (non-streaming and streaming, parallel), multi-turn with tool results, reasoning, usage and
-classified errors (RESIL-5, RESIL-9).
+"""The shared adapter conformance suite (DESIGN house style 14, SPEC PROV-1): every upstream adapter
+in the wire registry (OpenAI, Anthropic, Gemini …) is driven against the scripted fake provider
+speaking its wire format, through the real upstream client, and must give the same canonical
+results: plain text, streaming, tools (non-streaming and streaming, parallel), multi-turn with tool
+results, reasoning, usage and classified errors (RESIL-5, RESIL-9).
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 
-from omniroute.bootstrap import adapters
 from omniroute.errors import (
     ContextOverflow,
     Overloaded,
@@ -25,10 +24,14 @@ from omniroute.errors import (
 )
 from omniroute.providers.upstream import AttemptTimeouts, UpstreamClient
 from omniroute.testing import FakeProvider
-from omniroute.typing import ProviderAdapter
 from omniroute.values import Candidate, ChatRequest, Connection, ModelInfo, ProviderInfo
+from omniroute.wire import adapters, upstream_formats
+from omniroute.wire.base import ProviderAdapter
 
-FORMATS = ("openai", "anthropic", "gemini")
+FORMATS = upstream_formats()
+BASE_PATHS = {"openai": "/v1", "anthropic": "", "gemini": "/v1beta"}
+"""Where each format's API lives on the fake provider (a new upstream format adds its entry here and
+teaches :class:`~omniroute.testing.FakeProvider` to speak it)."""
 NOW = 1_700_000_000.0  # epoch s: the clock reading error classification is given
 ARGS = {"city": "Paris", "unit": "celsius"}
 TOOLS = [
@@ -58,11 +61,7 @@ class Harness:
     client: UpstreamClient
 
     def cand(self, model: str) -> Candidate:
-        base = {
-            "openai": f"{self.fake.base_url}/v1",
-            "anthropic": self.fake.base_url,
-            "gemini": f"{self.fake.base_url}/v1beta",
-        }[self.fmt]
+        base = self.fake.base_url + BASE_PATHS[self.fmt]
         prov = ProviderInfo(id=f"fake-{self.fmt}", format=self.fmt, base_url=base)
         return Candidate(
             prov,

@@ -1,10 +1,11 @@
 """The shared surface conformance suite (DESIGN house style 14, SPEC PROV-1, API-1, API-3, API-4,
-API-6): every inbound surface — OpenAI chat, Anthropic messages, OpenAI Responses, Gemini
-generateContent — driven by its official SDK, against every upstream wire format, must give the same
-results: plain text, streaming, tools (non-streaming and streaming), multi-turn with tool results,
-usage, and errors in its own shape.
+API-6): every client wire format of the registry — OpenAI chat, Anthropic messages, OpenAI
+Responses, Gemini generateContent … — driven by its official SDK, against every upstream wire format
+of the registry, must give the same results: plain text, streaming, tools (non-streaming and
+streaming), multi-turn with tool results, usage, and errors in its own shape.
 
-Each surface has a small driver that speaks it and normalizes the answer to ``Result``.
+Each client format has a small driver that speaks it and normalizes the answer to ``Result``; each
+upstream format has a fake provider entry in :data:`UPSTREAMS`.
 """
 
 from __future__ import annotations
@@ -25,13 +26,16 @@ from google.genai import types
 from omniroute.config import config_from_dict
 from omniroute.testing import FakeProviderThread
 from omniroute.testing.gateway import GatewayThread
+from omniroute.wire import FORMATS, upstream_formats
 
 ARGS = {"city": "Paris", "unit": "celsius"}
 UPSTREAMS = {
-    "openai": ("local-o/model-o", "o"),
-    "anthropic": ("fake-claude/model-c", "c"),
-    "gemini": ("fake-gemini/model-g", "g"),
+    "openai": ("local-o/model-o", "o", "/v1"),
+    "anthropic": ("fake-claude/model-c", "c", ""),
+    "gemini": ("fake-gemini/model-g", "g", "/v1beta"),
 }
+"""Upstream format → (routable model, fake provider serving it, where its API lives on the fake)."""
+CLIENT_FORMATS = [f.name for f in FORMATS if f.client is not None]
 SCHEMA: Any = {"type": "object", "properties": {"city": {"type": "string"}}}
 
 
@@ -340,11 +344,18 @@ class Gemini:
 
 
 SURFACES = {
-    "openai-chat": OpenAIChat,
+    "openai": OpenAIChat,
     "anthropic": AnthropicMessages,
     "responses": Responses,
     "gemini": Gemini,
 }
+"""Client format → its driver."""
+
+
+def test_every_registered_format_is_driven() -> None:
+    """PROV-1: the suite covers every client and upstream format in the wire registry."""
+    assert sorted(SURFACES) == sorted(CLIENT_FORMATS)
+    assert sorted(UPSTREAMS) == sorted(upstream_formats())
 
 
 def _finish(reason: str | None) -> str:
@@ -358,32 +369,21 @@ def gw(
     """One gateway for the module: these tests use no fault that changes routing state."""
     tmp: Path = tmp_path_factory.mktemp("surfaces")
     model = {"max_output_tokens": 4096, "context_window": 100000, "capabilities": ["tools"]}
+    upstreams = [(fmt, *UPSTREAMS[fmt]) for fmt in upstream_formats()]
     config = {
         "database_url": f"sqlite:///{tmp}/omniroute.db",
         "providers": [
             {
-                "id": "local-o",
-                "format": "openai",
-                "base_url": f"{fakes['o'].base_url}/v1",
-                "models": [{"id": "model-o", **model}],
-            },
-            {
-                "id": "fake-claude",
-                "format": "anthropic",
-                "base_url": fakes["c"].base_url,
-                "models": [{"id": "model-c", **model}],
-            },
-            {
-                "id": "fake-gemini",
-                "format": "gemini",
-                "base_url": f"{fakes['g'].base_url}/v1beta",
-                "models": [{"id": "model-g", **model}],
-            },
+                "id": routable.split("/")[0],
+                "format": fmt,
+                "base_url": fakes[fake].base_url + path,
+                "models": [{"id": routable.split("/")[1], **model}],
+            }
+            for fmt, routable, fake, path in upstreams
         ],
         "connections": [
-            {"id": "o1", "provider": "local-o", "api_key": "k"},
-            {"id": "c1", "provider": "fake-claude", "api_key": "k"},
-            {"id": "g1", "provider": "fake-gemini", "api_key": "k"},
+            {"id": f"{fmt}-1", "provider": routable.split("/")[0], "api_key": "k"}
+            for fmt, routable, _, _ in upstreams
         ],
         "resilience": {"timeouts": {"connect_s": 2, "ttft_s": 5, "idle_s": 3, "total_s": 30}},
     }
@@ -391,14 +391,15 @@ def gw(
         yield g
 
 
-@pytest.fixture(params=list(SURFACES))
+@pytest.fixture(params=CLIENT_FORMATS)
 def surface(request: pytest.FixtureRequest, gw: GatewayThread) -> Any:
     return SURFACES[request.param](gw)
 
 
-@pytest.fixture(params=list(UPSTREAMS))
+@pytest.fixture(params=upstream_formats())
 def upstream(request: pytest.FixtureRequest) -> tuple[str, str]:
-    return UPSTREAMS[request.param]
+    model, fake, _ = UPSTREAMS[request.param]
+    return model, fake
 
 
 @pytest.mark.parametrize("stream", [False, True])

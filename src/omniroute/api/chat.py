@@ -1,7 +1,8 @@
-"""Shared request driver for every chat-like surface (OpenAI, Anthropic, Responses, Gemini).
+"""Shared request driver for every chat-like wire format (OpenAI, Anthropic, Responses, Gemini).
 
-A surface parses its wire body into the canonical request and supplies a :class:`Surface` that
-renders the canonical outcome back into its format; this module does the rest once: auth, execution,
+A format parses its wire body into the canonical request and supplies a
+:class:`~omniroute.wire.base.Surface` that renders the canonical outcome back into its format
+(:mod:`omniroute.api.routes` wires the two together); this module does the rest once: execution,
 routing headers (API-7), SSE writing with commit semantics (RESIL-9), client-disconnect handling and
 the usage row (OBS-1).
 """
@@ -11,8 +12,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Mapping
-from typing import Any, Protocol
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import orjson
 
@@ -22,34 +23,9 @@ from omniroute.gateway import Gateway
 from omniroute.routing.decision import Decision
 from omniroute.routing.engine import Outcome, StreamOutcome
 from omniroute.values import ChatRequest, Usage
+from omniroute.wire.base import StreamEncoder, Surface
 
 log = logging.getLogger("omniroute.api")
-
-
-class StreamEncoder(Protocol):
-    """Turns canonical chunks into a surface's SSE bytes."""
-
-    def keepalive(self) -> bytes: ...
-
-    def start(self) -> bytes: ...
-
-    def chunk(self, ch: dict[str, Any]) -> bytes: ...
-
-    def end(self, usage: Usage | None) -> bytes: ...
-
-    def error(self, err: GatewayError) -> bytes: ...
-
-
-class Surface(Protocol):
-    """A client wire format: error body, full response and stream encoder."""
-
-    name: str
-
-    def error_body(self, err: GatewayError) -> dict[str, Any]: ...
-
-    def render(self, response: dict[str, Any], req: ChatRequest) -> dict[str, Any]: ...
-
-    def encoder(self, req: ChatRequest) -> StreamEncoder: ...
 
 
 def routing_headers(
@@ -71,21 +47,22 @@ def routing_headers(
 
 async def send_error(
     send: Send,
-    surface: Surface,
+    error_body: Callable[[GatewayError], dict[str, Any]],
     err: GatewayError,
     req: ChatRequest | None = None,
     decision: Decision | None = None,
     elapsed_ms: float = 0.0,
 ) -> None:
-    """Send ``err`` in the surface's error shape with its status and headers (API-6); ``elapsed_ms``
-    since the request arrived gives the overhead header."""
+    """Send ``err`` in a format's ``error_body`` shape with its status and headers (API-6); with
+    ``req``, the routing headers too (API-7), the overhead from ``elapsed_ms`` since the request
+    arrived."""
     headers = dict(err.headers)
     if req is not None:
         overhead = elapsed_ms
         if decision is not None:
             overhead -= sum(a.latency_ms for a in decision.attempts)
         headers.update(routing_headers(req, decision, overhead))
-    await send_bytes(send, err.status, orjson.dumps(surface.error_body(err)), encode_headers(headers))
+    await send_bytes(send, err.status, orjson.dumps(error_body(err)), encode_headers(headers))
 
 
 class _EarlyStart:
@@ -209,7 +186,9 @@ async def _run(
         if headers_sent and enc is not None:  # fallback ran out behind early headers: the error event
             await send({"type": "http.response.body", "body": enc.error(error), "more_body": False})
         else:
-            await send_error(send, surface, error, req, decision, (gw.clock.monotonic() - t0) * 1000)
+            await send_error(
+                send, surface.error_body, error, req, decision, (gw.clock.monotonic() - t0) * 1000
+            )
         return
     if isinstance(outcome, Outcome):
         await _send_full(gw, req, surface, send, outcome, decision, t0)

@@ -18,16 +18,15 @@ from omniroute.api.asgi import (
     send_bytes,
 )
 from omniroute.api.chat import chat_request, routing_headers, send_error
-from omniroute.api.openai import SURFACE
 from omniroute.errors import AttemptRecord, GatewayError, InvalidRequest, UpstreamError
 from omniroute.gateway import Gateway
-from omniroute.providers.openai_format import base_url_for
 from omniroute.resilience.ladder import LadderContext
 from omniroute.resilience.redact import redact_error
 from omniroute.routing.decision import Decision
 from omniroute.routing.resolve import resolve
-from omniroute.typing import UpstreamRequest
 from omniroute.values import Usage
+from omniroute.wire.openai.outbound import openai_error
+from omniroute.wire.openai.upstream import embeddings_request
 
 ENCODING_FORMATS = ("float", "base64")
 MAX_INPUTS = 2048
@@ -94,7 +93,7 @@ async def embeddings(gw: Gateway, scope: Scope, receive: Receive, send: Send) ->
         gw.check_key_allows(key, req.model)
     except GatewayError as err:
         err.headers.setdefault("x-request-id", req_id)
-        await send_error(send, SURFACE, err)
+        await send_error(send, openai_error, err)
         return
     decision = Decision(request_id=req_id, requested_model=req.model, strategy="priority", ts=gw.clock.time())
     try:
@@ -111,16 +110,9 @@ async def embeddings(gw: Gateway, scope: Scope, receive: Receive, send: Send) ->
         decision.exclusions.extend(result.exclusions)
         errors: list[UpstreamError] = []
         for cand in result.survivors:
-            url = f"{base_url_for(cand)}/embeddings"
-            hdrs = {"Content-Type": "application/json"}
-            if cand.connection.secret:
-                hdrs["Authorization"] = f"Bearer {cand.connection.secret}"
             a0 = gw.clock.monotonic()
             try:
-                resp = await gw.client.send(
-                    UpstreamRequest(url, hdrs, orjson.dumps({**body, "model": cand.model.id})),
-                    provider=cand.provider.id,
-                )
+                resp = await gw.client.send(embeddings_request(cand, body), provider=cand.provider.id)
                 try:
                     data = await resp.read()
                 finally:
@@ -175,4 +167,4 @@ async def embeddings(gw: Gateway, scope: Scope, receive: Receive, send: Send) ->
             ttft_ms=None,
             error=err.message,
         )
-        await send_error(send, SURFACE, err, req, decision, elapsed_ms)
+        await send_error(send, openai_error, err, req, decision, elapsed_ms)

@@ -42,9 +42,14 @@ ConfigOpt = Annotated[
 
 
 def load_or_exit(config: Path | None) -> Config:
-    """Load the config; on an invalid or missing file print why and exit with status 2."""
+    """Load the config and check its provider formats against the wire registry (as the gateway does
+    at start); on an invalid or missing file print why and exit with status 2."""
+    from omniroute.bootstrap import check_provider_formats  # loads the wire formats: only when used
+
     try:
-        return load_config(config)
+        cfg = load_config(config)
+        check_provider_formats(cfg)
+        return cfg
     except ConfigError as exc:
         err_console.print(f"[red]Invalid configuration:[/red]\n{exc}")
         raise typer.Exit(2) from None

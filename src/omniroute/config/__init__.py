@@ -88,7 +88,6 @@ REDIS_URL_SCHEMES = ("redis", "rediss", "unix")
 
 # --- catalog and connections (PROV-2, PROV-3) --------------------------------------------------------
 DEFAULT_PROVIDER_FORMAT = "openai"
-PROVIDER_FORMAT_VALUES = ("openai", "anthropic", "gemini")
 CAPABILITY_VALUES = ("tools", "vision", "reasoning", "structured_output", "embeddings", "audio")
 MODEL_TIER_VALUES = ("free", "standard", "premium")
 ACCOUNT_TIER_VALUES = ("ultra", "pro", "standard", "free")
@@ -215,10 +214,11 @@ class ModelConfig:
 class ProviderConfig:
     """A custom provider, or an override of a catalog provider with the same ``id`` (PROV-1, PROV-2).
 
-    ``format`` (openai|anthropic|gemini) and ``base_url`` are ``None`` when not set: an override inherits
-    the catalog's, a new provider gets :data:`DEFAULT_PROVIDER_FORMAT` and must have a ``base_url`` (the
-    catalog merger checks that, since only it knows which ids the catalog has). ``aliases`` are extra ids
-    usable in ``provider/model`` strings (RES step 5).
+    ``format`` and ``base_url`` are ``None`` when not set: an override inherits the catalog's, a new
+    provider gets :data:`DEFAULT_PROVIDER_FORMAT` and must have a ``base_url`` (the catalog merger
+    checks that, since only it knows which ids the catalog has). ``format`` names a wire format; the
+    gateway checks it against the wire registry when it starts (the config layer sits below it).
+    ``aliases`` are extra ids usable in ``provider/model`` strings (RES step 5).
     """
 
     id: str

@@ -171,7 +171,7 @@ class _Model(_Edge):
 
 class _Provider(_Edge):
     id: _Str
-    format: Literal["openai", "anthropic", "gemini"] | None = None
+    format: _Str | None = None  # checked against the wire registry at start (config is below it)
     base_url: _Str | None = None
     name: str | None = None
     aliases: list[_Str] | None = None

@@ -44,7 +44,6 @@ __all__ = [
     "CATALOG_VERSION",
     "PREMIUM_BLENDED_PRICE",
     "TIERS",
-    "WIRE_FORMATS",
     "Catalog",
     "ModelOverride",
     "ProviderOverride",
@@ -52,9 +51,6 @@ __all__ = [
 
 CATALOG_VERSION = 1
 """Version of our catalog JSON format (top-level ``version``)."""
-
-WIRE_FORMATS: tuple[str, ...] = ("openai", "anthropic", "gemini")
-"""Upstream wire formats a provider may speak (PROV-1)."""
 
 TIERS: tuple[str, ...] = ("free", "standard", "premium")
 """Model tiers (PROV-2; AUTO-1 ``free``/``pro`` filters)."""
@@ -108,10 +104,11 @@ class Catalog:
 
     ``Catalog(providers)`` validates its input and raises ``ValueError`` naming the provider (and
     model) when: an id or alias is empty, contains ``/`` or is used twice (ids and aliases share one
-    case-insensitive namespace); a model id repeats within a provider; ``format`` is not one of
-    :data:`WIRE_FORMATS`; a tier is not one of :data:`TIERS`; a capability is not one of
-    :data:`CAPABILITIES`; a price is negative or not finite; a limit is negative; or
-    ``max_output_tokens`` exceeds a known (non-zero) ``context_window``.
+    case-insensitive namespace); a model id repeats within a provider; a tier is not one of
+    :data:`TIERS`; a capability is not one of :data:`CAPABILITIES`; a price is negative or not finite;
+    a limit is negative; or ``max_output_tokens`` exceeds a known (non-zero) ``context_window``. A
+    provider's ``format`` is the wire registry's to check (:mod:`omniroute.wire` sits above this
+    layer; :func:`omniroute.bootstrap.build_catalog` checks it).
     """
 
     __slots__ = ("_by_key", "_providers", "_serving")
@@ -350,8 +347,6 @@ def _check_provider(p: ProviderInfo) -> None:
     _check_key(p.id, "id", p.id)
     for alias in p.aliases:
         _check_key(p.id, "alias", alias)
-    if p.format not in WIRE_FORMATS:
-        raise ValueError(f"provider {p.id!r}: format {p.format!r} is not one of {', '.join(WIRE_FORMATS)}")
     seen: set[str] = set()
     for m in p.models:
         where = f"provider {p.id!r} model {m.id!r}"

@@ -19,7 +19,15 @@ from dataclasses import dataclass
 import aiohttp
 
 from omniroute.errors import ConnectionFailed, ResponseTooLarge, StreamBroken, Timeout, UpstreamError
-from omniroute.typing import UpstreamRequest
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamRequest:
+    """One HTTP request to a provider: absolute ``url``, ``headers`` and the encoded JSON ``body``."""
+
+    url: str
+    headers: dict[str, str]
+    body: bytes
 
 
 @dataclass(frozen=True, slots=True)

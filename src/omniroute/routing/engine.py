@@ -36,8 +36,8 @@ from omniroute.providers.upstream import AttemptTimeouts, UpstreamClient, Upstre
 from omniroute.resilience.ladder import LadderContext, Resilience
 from omniroute.resilience.redact import redact_error
 from omniroute.routing.decision import Decision
-from omniroute.typing import ProviderAdapter, StreamParser
 from omniroute.values import Candidate, ChatRequest, Usage
+from omniroute.wire.base import ProviderAdapter, StreamParser
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,7 @@ from omniroute.values import ModelInfo, Usage
 
 if TYPE_CHECKING:
     from omniroute.providers.upstream import UpstreamResponse
-    from omniroute.typing import StreamParser
+    from omniroute.wire.base import StreamParser
 
 TOOL_KEYS = ("tools", "tool_choice", "parallel_tool_calls", "functions", "function_call")
 

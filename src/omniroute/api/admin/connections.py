@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from omniroute import wire
 from omniroute.api.admin.core import Admin
 from omniroute.errors import GatewayError, InvalidRequest
 from omniroute.gateway import Gateway
@@ -44,6 +45,17 @@ def _http_url(v: str | None) -> str | None:
 
 
 HttpUrl = Annotated[str | None, AfterValidator(_http_url)]
+
+
+def _wire_format(v: str | None) -> str | None:
+    """``format`` must be a wire format providers speak (PROV-1; the registry, :mod:`omniroute.wire`)."""
+    problem = wire.unknown_upstream_format(v) if v is not None else None
+    if problem is not None:
+        raise ValueError(problem)
+    return v
+
+
+WireFormatName = Annotated[str | None, AfterValidator(_wire_format)]
 
 
 class ConnectionIn(BaseModel):
@@ -181,7 +193,7 @@ class ProviderIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     id: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9._-]+$")
-    format: Literal["openai", "anthropic", "gemini"] | None = None
+    format: WireFormatName = None
     base_url: HttpUrl = None
     name: str | None = None
     aliases: list[str] = Field(default_factory=list)

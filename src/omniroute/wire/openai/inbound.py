@@ -1,4 +1,5 @@
-"""Validation of the OpenAI Chat Completions body (API-1, API-6).
+"""Inbound OpenAI Chat Completions (API-1, API-6): the body is already the canonical shape, so reading
+it is validating it.
 
 Hand-written rather than a pydantic model on purpose: it runs on every request of the hot path, checks
 only what the gateway relies on or what upstreams would reject with a less clear message, and leaves
@@ -11,7 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from omniroute.errors import InvalidRequest
-from omniroute.translate._common import REASONING_EFFORTS, check_metadata
+from omniroute.wire._common import REASONING_EFFORTS, check_metadata, is_int, is_number
+from omniroute.wire.base import Call, Inbound
+from omniroute.wire.openai.outbound import SURFACE
 
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 PART_TYPES = frozenset({"text", "image_url", "input_audio", "file", "refusal"})
@@ -35,14 +38,6 @@ _OPTIONAL = frozenset(
 MAX_TOP_LOGPROBS = 20
 
 
-def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
 def _bad(param: str, message: str) -> InvalidRequest:
     return InvalidRequest(message, param=param)
 
@@ -63,67 +58,88 @@ def validate_chat_body(body: dict[str, Any], *, model_required: bool = True) -> 
     if not messages:
         raise _bad("messages", "'messages' must contain at least one message.")
     for i, m in enumerate(messages):
-        if not isinstance(m, dict):
-            raise _bad(f"messages[{i}]", f"'messages[{i}]' must be an object.")
-        role = m.get("role")
-        if not isinstance(role, str) or role not in ROLES:
-            raise _bad(
-                f"messages[{i}].role",
-                f"'messages[{i}].role' must be one of {', '.join(sorted(ROLES))}; got {role!r}.",
-            )
-        content = m.get("content")
-        if content is not None and not isinstance(content, (str, list)):
-            raise _bad(
-                f"messages[{i}].content",
-                f"'messages[{i}].content' must be a string, an array of content parts or null.",
-            )
-        if isinstance(content, list):
-            for j, part in enumerate(content):
-                if (
-                    not isinstance(part, dict)
-                    or not isinstance(part.get("type"), str)
-                    or part["type"] not in PART_TYPES
-                ):
-                    raise _bad(
-                        f"messages[{i}].content[{j}].type",
-                        f"'messages[{i}].content[{j}]' must be an object whose 'type' is one of "
-                        f"{', '.join(sorted(PART_TYPES))}.",
-                    )
-                if part["type"] == "text" and not isinstance(part.get("text"), str):
-                    raise _bad(
-                        f"messages[{i}].content[{j}].text",
-                        f"'messages[{i}].content[{j}].text' must be a string for a part of type 'text'.",
-                    )
-                image = part.get("image_url")
-                if part["type"] == "image_url" and not (
-                    isinstance(image, dict) and isinstance(image.get("url"), str)
-                ):
-                    raise _bad(
-                        f"messages[{i}].content[{j}].image_url.url",
-                        f"'messages[{i}].content[{j}].image_url.url' must be a string URL or data URL.",
-                    )
-        tool_calls = m.get("tool_calls")
-        if tool_calls is not None:
-            if not isinstance(tool_calls, list):
-                raise _bad(f"messages[{i}].tool_calls", f"'messages[{i}].tool_calls' must be an array.")
-            _validate_tool_calls(i, tool_calls)
-        if role == "tool" and not isinstance(m.get("tool_call_id"), str):
-            missing = m.get("tool_call_id") is None
-            raise _bad(
-                f"messages[{i}].tool_call_id",
-                f"'messages[{i}].tool_call_id' is required for role 'tool'."
-                if missing
-                else f"'messages[{i}].tool_call_id' must be a string; got {m['tool_call_id']!r}.",
-            )
-        if content is None and role in ("user", "system", "developer"):
-            raise _bad(f"messages[{i}].content", f"'messages[{i}].content' is required for role '{role}'.")
+        _validate_message(i, m)
+    _validate_sampling(body)
+    _validate_tools(body)
+    rf = body.get("response_format")
+    if rf is not None and (
+        not isinstance(rf, dict) or not isinstance(rf.get("type"), str) or rf["type"] not in RESPONSE_FORMATS
+    ):
+        raise _bad(
+            "response_format.type",
+            f"'response_format.type' must be one of {', '.join(sorted(RESPONSE_FORMATS))}.",
+        )
+
+
+def _validate_message(i: int, m: Any) -> None:
+    """``messages[i]``: an object with a known ``role``, ``content`` (string, parts or null; required
+    for user/system/developer), well-formed ``tool_calls`` and, for role ``tool``, ``tool_call_id``."""
+    if not isinstance(m, dict):
+        raise _bad(f"messages[{i}]", f"'messages[{i}]' must be an object.")
+    role = m.get("role")
+    if not isinstance(role, str) or role not in ROLES:
+        raise _bad(
+            f"messages[{i}].role",
+            f"'messages[{i}].role' must be one of {', '.join(sorted(ROLES))}; got {role!r}.",
+        )
+    content = m.get("content")
+    if content is not None and not isinstance(content, (str, list)):
+        raise _bad(
+            f"messages[{i}].content",
+            f"'messages[{i}].content' must be a string, an array of content parts or null.",
+        )
+    if isinstance(content, list):
+        for j, part in enumerate(content):
+            _validate_part(i, j, part)
+    tool_calls = m.get("tool_calls")
+    if tool_calls is not None:
+        if not isinstance(tool_calls, list):
+            raise _bad(f"messages[{i}].tool_calls", f"'messages[{i}].tool_calls' must be an array.")
+        _validate_tool_calls(i, tool_calls)
+    if role == "tool" and not isinstance(m.get("tool_call_id"), str):
+        missing = m.get("tool_call_id") is None
+        raise _bad(
+            f"messages[{i}].tool_call_id",
+            f"'messages[{i}].tool_call_id' is required for role 'tool'."
+            if missing
+            else f"'messages[{i}].tool_call_id' must be a string; got {m['tool_call_id']!r}.",
+        )
+    if content is None and role in ("user", "system", "developer"):
+        raise _bad(f"messages[{i}].content", f"'messages[{i}].content' is required for role '{role}'.")
+
+
+def _validate_part(i: int, j: int, part: Any) -> None:
+    """``messages[i].content[j]``: a part of a known type; text parts carry a string ``text`` and image
+    parts an ``image_url.url`` string."""
+    if not isinstance(part, dict) or not isinstance(part.get("type"), str) or part["type"] not in PART_TYPES:
+        raise _bad(
+            f"messages[{i}].content[{j}].type",
+            f"'messages[{i}].content[{j}]' must be an object whose 'type' is one of "
+            f"{', '.join(sorted(PART_TYPES))}.",
+        )
+    if part["type"] == "text" and not isinstance(part.get("text"), str):
+        raise _bad(
+            f"messages[{i}].content[{j}].text",
+            f"'messages[{i}].content[{j}].text' must be a string for a part of type 'text'.",
+        )
+    image = part.get("image_url")
+    if part["type"] == "image_url" and not (isinstance(image, dict) and isinstance(image.get("url"), str)):
+        raise _bad(
+            f"messages[{i}].content[{j}].image_url.url",
+            f"'messages[{i}].content[{j}].image_url.url' must be a string URL or data URL.",
+        )
+
+
+def _validate_sampling(body: dict[str, Any]) -> None:
+    """The number ranges, positive integers, ``stream``, the optional fields, ``stream_options``,
+    ``stop`` (a string or up to 4) and ``logit_bias`` (numbers in -100…100)."""
     for name, lo, hi in _NUMBER_RANGES:
         v = body.get(name)
-        if v is not None and (not _is_number(v) or not lo <= v <= hi):
+        if v is not None and (not is_number(v) or not lo <= v <= hi):
             raise _bad(name, f"'{name}' must be a number between {lo:g} and {hi:g}; got {v!r}.")
     for name in _POSITIVE_INTS:
         v = body.get(name)
-        if v is not None and (not _is_int(v) or v < 1):
+        if v is not None and (not is_int(v) or v < 1):
             raise _bad(name, f"'{name}' must be an integer >= 1; got {v!r}.")
     stream = body.get("stream")
     if stream is not None and not isinstance(stream, bool):
@@ -141,19 +157,10 @@ def validate_chat_body(body: dict[str, Any], *, model_required: bool = True) -> 
         raise _bad("stop", "'stop' must be a string or an array of up to 4 strings.")
     lb = body.get("logit_bias")
     if lb is not None and (
-        not isinstance(lb, dict) or not all(_is_number(v) and -100 <= v <= 100 for v in lb.values())
+        not isinstance(lb, dict) or not all(is_number(v) and -100 <= v <= 100 for v in lb.values())
     ):
         raise _bad(
             "logit_bias", "'logit_bias' must be an object mapping token ids to numbers between -100 and 100."
-        )
-    _validate_tools(body)
-    rf = body.get("response_format")
-    if rf is not None and (
-        not isinstance(rf, dict) or not isinstance(rf.get("type"), str) or rf["type"] not in RESPONSE_FORMATS
-    ):
-        raise _bad(
-            "response_format.type",
-            f"'response_format.type' must be one of {', '.join(sorted(RESPONSE_FORMATS))}.",
         )
 
 
@@ -192,11 +199,11 @@ def _validate_optional(body: dict[str, Any]) -> None:
         if v is not None and not isinstance(v, str):
             raise _bad(name, f"'{name}' must be a string; got {v!r}.")
     seed = body.get("seed")
-    if seed is not None and not _is_int(seed):
+    if seed is not None and not is_int(seed):
         raise _bad("seed", f"'seed' must be an integer; got {seed!r}.")
     top = body.get("top_logprobs")
     if top is not None:
-        if not _is_int(top) or not 0 <= top <= MAX_TOP_LOGPROBS:
+        if not is_int(top) or not 0 <= top <= MAX_TOP_LOGPROBS:
             raise _bad(
                 "top_logprobs",
                 f"'top_logprobs' must be an integer from 0 to {MAX_TOP_LOGPROBS}; got {top!r}.",
@@ -255,3 +262,9 @@ def _validate_tools(body: dict[str, Any]) -> None:
         raise _bad(
             "tool_choice", '\'tool_choice\' object must be {"type": "function", "function": {"name": ...}}.'
         )
+
+
+async def read_chat(body: dict[str, Any], call: Call) -> Inbound:
+    """``POST /v1/chat/completions`` (API-1): the validated body is the canonical request."""
+    validate_chat_body(body, model_required=call.model_required)
+    return Inbound(body, SURFACE)

@@ -15,16 +15,17 @@ from __future__ import annotations
 from typing import Any
 
 from omniroute.errors import GatewayError
-from omniroute.translate._common import (
+from omniroute.values import ChatRequest, Usage
+from omniroute.wire._common import (
     NATIVE,
     SIG_SEP,
     loads_object,
     new_id,
+    reasoning_text,
     signature_of,
     sse,
     usage_numbers,
 )
-from omniroute.values import Usage
 
 FINISH_REASONS: dict[str, str] = {
     "stop": "STOP",
@@ -74,15 +75,14 @@ def usage_metadata(prompt: int, completion: int, cached: int, reasoning: int = 0
     return out
 
 
-def call_part(tool_call_id: str, name: str, arguments: Any) -> dict[str, Any]:
-    """A ``functionCall`` part; a thought signature carried in the id goes back to ``thoughtSignature``."""
-    part: dict[str, Any] = {
-        "functionCall": {
-            "id": tool_call_id.partition(SIG_SEP)[0],
-            "name": name,
-            "args": loads_object(arguments),
-        }
-    }
+def call_part(tool_call_id: str, name: str, arguments: Any, *, with_id: bool = True) -> dict[str, Any]:
+    """A canonical tool call → a ``functionCall`` part (``args`` parsed from the JSON ``arguments``);
+    a thought signature carried in the id goes back to ``thoughtSignature``. ``with_id``: the call
+    carries its id (responses to Gemini clients; requests to Gemini upstreams leave it out)."""
+    call: dict[str, Any] = {"id": tool_call_id.partition(SIG_SEP)[0]} if with_id else {}
+    call["name"] = name
+    call["args"] = loads_object(arguments)
+    part: dict[str, Any] = {"functionCall": call}
     sig = signature_of(tool_call_id)
     if sig:
         part["thoughtSignature"] = sig
@@ -99,7 +99,7 @@ def render_response(resp: dict[str, Any]) -> dict[str, Any]:
     for i, choice in enumerate(resp.get("choices") or ()):
         msg = choice.get("message") or {}
         parts: list[dict[str, Any]] = []
-        reasoning = msg.get("reasoning_content") or msg.get("reasoning")
+        reasoning = reasoning_text(msg)
         if reasoning:
             parts.append({"text": reasoning, "thought": True})
         content = msg.get("content")
@@ -188,7 +188,7 @@ class GeminiStreamEncoder:
             if c.get("index", 0) != 0:
                 continue
             d = c.get("delta") or {}
-            reasoning = d.get("reasoning_content") or d.get("reasoning")
+            reasoning = reasoning_text(d)
             if reasoning:
                 parts.append({"text": reasoning, "thought": True})
             if d.get("content"):
@@ -219,3 +219,19 @@ class GeminiStreamEncoder:
 
     def error(self, err: GatewayError) -> bytes:
         return sse(None, error_body(err))
+
+
+class GeminiSurface:
+    """The Gemini ``generateContent`` wire format as a client surface."""
+
+    def error_body(self, err: GatewayError) -> dict[str, Any]:
+        return error_body(err)
+
+    def render(self, response: dict[str, Any], req: ChatRequest) -> dict[str, Any]:
+        return render_response(response)
+
+    def encoder(self, req: ChatRequest) -> GeminiStreamEncoder:
+        return GeminiStreamEncoder(req.model)
+
+
+SURFACE = GeminiSurface()

@@ -10,14 +10,16 @@ import orjson
 import pytest
 
 from omniroute.errors import InvalidRequest, StreamBroken
-from omniroute.providers.anthropic_format import AnthropicStreamParser, messages_url, to_anthropic_request
-from omniroute.providers.gemini_format import gemini_schema, generate_url
-from omniroute.translate import anthropic_in, gemini_in, responses_in
-from omniroute.translate._common import NATIVE, call_id, signature_of
-from omniroute.translate.anthropic_out import AnthropicStreamEncoder, render_message
-from omniroute.translate.gemini_out import GeminiStreamEncoder
-from omniroute.translate.responses_out import ResponsesStreamEncoder
 from omniroute.values import Candidate, Connection, ModelInfo, ProviderInfo, Usage
+from omniroute.wire._common import NATIVE, call_id, signature_of
+from omniroute.wire.anthropic import inbound as anthropic_in
+from omniroute.wire.anthropic.outbound import AnthropicStreamEncoder, render_message
+from omniroute.wire.anthropic.upstream import AnthropicStreamParser, messages_url, to_anthropic_request
+from omniroute.wire.gemini import inbound as gemini_in
+from omniroute.wire.gemini.outbound import GeminiStreamEncoder
+from omniroute.wire.gemini.upstream import gemini_schema, generate_url
+from omniroute.wire.responses import inbound as responses_in
+from omniroute.wire.responses.outbound import ResponsesStreamEncoder, render_response
 
 
 def sse_events(data: bytes) -> list[tuple[str, dict[str, Any]]]:
@@ -445,3 +447,28 @@ def test_gemini_request_matches_function_responses_to_calls() -> None:
     calls = out["messages"][1]["tool_calls"]
     assert out["messages"][2]["tool_call_id"] == calls[1]["id"]
     assert out["messages"][3]["tool_call_id"] == calls[0]["id"]
+
+
+def test_responses_history_keeps_the_call_id_the_client_saw_for_a_tool_call_without_an_id() -> None:
+    """API-4: when an upstream's tool call has no id, the client gets a generated ``call_id`` and the
+    conversation stored for ``previous_response_id`` carries that same id, so the client's
+    ``function_call_output`` for it answers the stored call."""
+    call = {"type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}
+    resp = {
+        "model": "m",
+        "choices": [{"message": {"role": "assistant", "content": None, "tool_calls": [call]}}],
+    }
+    obj, stored = render_response(resp, "resp_1", 0, {"model": "m"})
+    (item,) = obj["output"]
+    assert item["call_id"].startswith("call_")
+    assert stored == {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": item["call_id"],
+                "type": "function",
+                "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+            }
+        ],
+    }

@@ -15,7 +15,7 @@ generated tool-call ids; tool results are ``functionResponse`` parts in a user t
 parts are reasoning; ``finishReason`` ``STOP | MAX_TOKENS | SAFETY | RECITATION | …``;
 ``usageMetadata.promptTokenCount`` includes ``cachedContentTokenCount``. A function call's
 ``thoughtSignature`` (which Gemini requires back on the next turn) is carried inside the tool-call id
-after :data:`~omniroute.translate._common.SIG_SEP`, so it survives a round trip through any client format.
+after :data:`~omniroute.wire._common.SIG_SEP`, so it survives a round trip through any client format.
 """
 
 from __future__ import annotations
@@ -27,11 +27,14 @@ from typing import Any
 import orjson
 
 from omniroute.errors import StreamBroken, UpstreamError
-from omniroute.providers.openai_format import base_url_for
+from omniroute.providers.upstream import UpstreamRequest
 from omniroute.resilience.classify import classify_http, error_from_payload
-from omniroute.translate._common import (
+from omniroute.values import Candidate, ChatRequest
+from omniroute.wire._common import (
     EFFORT_BUDGETS,
     NATIVE,
+    auth_headers,
+    base_url_for,
     call_id,
     chunk,
     clamp_output_tokens,
@@ -41,13 +44,11 @@ from omniroute.translate._common import (
     new_id,
     now_s,
     parse_data_url,
-    signature_of,
     sse_frame,
     text_of,
     usage_dict,
 )
-from omniroute.typing import UpstreamRequest
-from omniroute.values import Candidate, ChatRequest
+from omniroute.wire.gemini.outbound import call_part
 
 FINISH_REASONS: dict[str, str] = {
     "STOP": "stop",
@@ -201,13 +202,11 @@ def to_gemini_contents(messages: Any) -> tuple[list[dict[str, Any]], list[dict[s
             for tc in m.get("tool_calls") or ():
                 fn = tc.get("function") or {}
                 names[str(tc.get("id"))] = str(fn.get("name") or "")
-                part: dict[str, Any] = {
-                    "functionCall": {"name": fn.get("name") or "", "args": loads_object(fn.get("arguments"))}
-                }
-                sig = signature_of(str(tc.get("id") or ""))
-                if sig:
-                    part["thoughtSignature"] = sig
-                parts.append(part)
+                parts.append(
+                    call_part(
+                        str(tc.get("id") or ""), fn.get("name") or "", fn.get("arguments"), with_id=False
+                    )
+                )
             add("model", parts)
         elif role in ("tool", "function"):
             name = names.get(str(m.get("tool_call_id")), str(m.get("name") or ""))
@@ -465,8 +464,6 @@ class GeminiStreamParser:
 class GeminiAdapter:
     """Adapter for the Gemini ``generateContent`` wire format."""
 
-    format = "gemini"
-
     def build_request(self, cand: Candidate, req: ChatRequest, *, stream: bool) -> UpstreamRequest:
         if req.client_format == "gemini" and req.native is not None:
             body: dict[str, Any] = dict(req.native)
@@ -477,13 +474,7 @@ class GeminiAdapter:
             clamped = clamp_output_tokens(cfg["maxOutputTokens"], cand.model)
             if clamped != cfg["maxOutputTokens"]:
                 body["generationConfig"] = {**cfg, "maxOutputTokens": clamped}
-        headers = {"Content-Type": "application/json"}
-        secret = cand.connection.secret
-        if secret:
-            if cand.connection.auth_type == "oauth":
-                headers["Authorization"] = f"Bearer {secret}"
-            else:
-                headers["x-goog-api-key"] = secret
+        headers = {"Content-Type": "application/json", **auth_headers(cand, "x-goog-api-key")}
         url = generate_url(base_url_for(cand), cand.model.id, stream=stream)
         return UpstreamRequest(url, headers, orjson.dumps(body))
 

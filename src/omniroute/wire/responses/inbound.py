@@ -8,8 +8,9 @@ Input: a ``POST /v1/responses`` body (https://platform.openai.com/docs/api-refer
 tools are skipped), ``tool_choice``, ``max_output_tokens``, ``temperature``, ``top_p``,
 ``parallel_tool_calls``, ``text.format``, ``reasoning.effort``, ``user``, ``stream``.
 
-``previous_response_id`` is resolved by the surface, which passes the stored conversation as
-``history``; instructions of an earlier response are not carried over (as in OpenAI's API).
+``previous_response_id`` is looked up in the gateway's store (per API key) and its stored
+conversation passed to :func:`to_canonical` as ``history``; instructions of an earlier response are
+not carried over (as in OpenAI's API).
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from omniroute.errors import InvalidRequest
-from omniroute.translate._common import REASONING_EFFORTS, check_metadata
+from omniroute.wire._common import REASONING_EFFORTS, check_metadata, collapse_text, is_int, is_number
+from omniroute.wire.base import Call, Inbound, ResponseStore
+from omniroute.wire.responses.outbound import ResponsesSurface
 
 ROLES = frozenset({"user", "assistant", "system", "developer"})
 TOOL_CHOICES = frozenset({"auto", "none", "required"})
@@ -75,12 +78,6 @@ def _text_parts(content: Any, where: str) -> list[dict[str, Any]]:
     return parts
 
 
-def _content(parts: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
-    if all(p["type"] == "text" for p in parts):
-        return "".join(p["text"] for p in parts)
-    return parts
-
-
 def _output_text(output: Any) -> str:
     if isinstance(output, str):
         return output
@@ -113,7 +110,7 @@ def input_messages(items: Any) -> list[dict[str, Any]]:
             if role == "assistant":
                 out.append({"role": "assistant", "content": "".join(str(p.get("text") or "") for p in parts)})
             else:
-                out.append({"role": role, "content": _content(parts)})
+                out.append({"role": role, "content": collapse_text(parts)})
         elif kind == "function_call":
             if not isinstance(item.get("call_id"), str) or not isinstance(item.get("name"), str):
                 raise _bad(f"{where}.call_id", f"'{where}' needs string 'call_id' and 'name'.")
@@ -214,11 +211,11 @@ def validate(body: Mapping[str, Any], *, model_required: bool = True) -> None:
     if body.get("input") is None:
         raise _bad("input", "Missing required field 'input'.")
     mot = body.get("max_output_tokens")
-    if mot is not None and (isinstance(mot, bool) or not isinstance(mot, int) or mot < 1):
+    if mot is not None and (not is_int(mot) or mot < 1):
         raise _bad("max_output_tokens", f"'max_output_tokens' must be an integer >= 1; got {mot!r}.")
     for name, hi in (("temperature", 2.0), ("top_p", 1.0)):
         v = body.get(name)
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v <= hi):
+        if v is not None and (not is_number(v) or not 0 <= v <= hi):
             raise _bad(name, f"'{name}' must be a number between 0 and {hi:g}; got {v!r}.")
     for name in ("stream", "store", "parallel_tool_calls"):
         if body.get(name) is not None and not isinstance(body[name], bool):
@@ -229,6 +226,12 @@ def validate(body: Mapping[str, Any], *, model_required: bool = True) -> None:
     inp = body.get("input")
     if not isinstance(inp, str | list) or not inp:
         raise _bad("input", "'input' must be a non-empty string or a non-empty array of input items.")
+    _validate_options(body)
+
+
+def _validate_options(body: Mapping[str, Any]) -> None:
+    """``instructions``, ``reasoning`` and ``text`` objects, ``metadata``, ``reasoning.effort``,
+    ``truncation``, ``user``/``service_tier`` strings and ``include``."""
     instructions = body.get("instructions")
     if instructions is not None and not isinstance(instructions, str):
         raise _bad("instructions", "'instructions' must be a string.")
@@ -290,3 +293,32 @@ def to_canonical(
     if isinstance(reasoning, dict) and isinstance(reasoning.get("effort"), str):
         out["reasoning_effort"] = reasoning["effort"]
     return out, conversation
+
+
+async def _history(
+    store: ResponseStore | None, body: Mapping[str, Any], api_key_id: str | None
+) -> list[dict[str, Any]] | None:
+    """The stored conversation of ``previous_response_id`` (``None`` without one); raises
+    :class:`InvalidRequest` when it is unknown, expired or another key's."""
+    prev = body.get("previous_response_id")
+    if not prev:
+        return None
+    data = await store.get_response(prev, api_key_id) if store is not None else None
+    if data is None:
+        raise InvalidRequest(
+            f"previous_response_id: no response '{prev}' was found for this API key (unknown or expired).",
+            param="previous_response_id",
+            code="previous_response_not_found",
+        )
+    messages = data.get("messages")
+    return list(messages) if isinstance(messages, list) else []
+
+
+async def read_responses(body: dict[str, Any], call: Call) -> Inbound:
+    """``POST /v1/responses`` (API-4): validated, the ``previous_response_id`` history prepended,
+    translated, and rendered by a :class:`ResponsesSurface` that saves this turn when it is done."""
+    validate(body, model_required=call.model_required)
+    history = await _history(call.store, body, call.api_key_id)
+    canonical, conversation = to_canonical(body, history)
+    surface = ResponsesSurface(call.store, body, conversation, call.api_key_id, int(call.clock.time()))
+    return Inbound(canonical, surface, before_end=surface.flush)

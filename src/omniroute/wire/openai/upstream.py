@@ -14,17 +14,12 @@ from typing import Any
 import orjson
 
 from omniroute.errors import StreamBroken, UpstreamError
+from omniroute.providers.upstream import UpstreamRequest
 from omniroute.resilience.classify import classify_http, error_from_payload
-from omniroute.translate._common import clamp_output_tokens
-from omniroute.typing import UpstreamRequest
 from omniroute.values import Candidate, ChatRequest
+from omniroute.wire._common import auth_headers, base_url_for, clamp_output_tokens
 
 _DONE = b"[DONE]"
-
-
-def base_url_for(cand: Candidate) -> str:
-    """The connection's ``base_url`` override, else the provider's, without a trailing slash."""
-    return (cand.connection.base_url or cand.provider.base_url).rstrip("/")
 
 
 class OpenAIStreamParser:
@@ -62,8 +57,6 @@ class OpenAIStreamParser:
 class OpenAIAdapter:
     """Adapter for the OpenAI Chat Completions wire format (``POST {base_url}/chat/completions``)."""
 
-    format = "openai"
-
     def build_request(self, cand: Candidate, req: ChatRequest, *, stream: bool) -> UpstreamRequest:
         body = dict(req.body)
         body["model"] = cand.model.id
@@ -79,10 +72,7 @@ class OpenAIAdapter:
         else:
             body.pop("stream", None)
             body.pop("stream_options", None)
-        headers = {"Content-Type": "application/json"}
-        secret = cand.connection.secret
-        if secret:
-            headers["Authorization"] = f"Bearer {secret}"
+        headers = {"Content-Type": "application/json", **auth_headers(cand)}
         return UpstreamRequest(f"{base_url_for(cand)}/chat/completions", headers, orjson.dumps(body))
 
     def parse_response(self, body: bytes, cand: Candidate) -> dict[str, Any]:
@@ -109,3 +99,11 @@ class OpenAIAdapter:
         self, status: int, headers: Mapping[str, str], body: bytes, cand: Candidate, *, now: float
     ) -> UpstreamError:
         return classify_http(status, headers, body, provider=cand.provider.id, now=now)
+
+
+def embeddings_request(cand: Candidate, body: dict[str, Any]) -> UpstreamRequest:
+    """``POST {base_url}/embeddings`` (API-5) with the client's ``body`` for ``cand``'s model."""
+    headers = {"Content-Type": "application/json", **auth_headers(cand)}
+    return UpstreamRequest(
+        f"{base_url_for(cand)}/embeddings", headers, orjson.dumps({**body, "model": cand.model.id})
+    )

@@ -1,5 +1,5 @@
 """Anthropic Messages request → canonical request (API-3, PROV-1), with the validation that gives a
-bad body a 400 naming the field (API-6).
+bad body a 400 naming the field (API-6), and the local ``count_tokens`` estimate.
 
 Input: a ``POST /v1/messages`` body (https://docs.anthropic.com/en/api/messages): ``model``,
 ``max_tokens`` (required), ``messages`` (``user``/``assistant`` turns whose ``content`` is a string or
@@ -12,11 +12,15 @@ read like Anthropic's own (``max_tokens: Field required``) and name the field in
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
 from omniroute.errors import InvalidRequest
-from omniroute.translate._common import data_url, dumps, effort_for_budget
+from omniroute.wire._common import collapse_text, data_url, effort_for_budget, is_int, is_number
+from omniroute.wire.anthropic.blocks import assistant_message
+from omniroute.wire.anthropic.outbound import SURFACE
+from omniroute.wire.base import Call, Inbound, TokenCount
 
 USER_BLOCKS = frozenset({"text", "image", "document", "search_result", "tool_result", "container_upload"})
 ASSISTANT_BLOCKS = frozenset(
@@ -46,13 +50,23 @@ with the ``mid-conversation-system-2026-04-07`` beta, and the real API accepts t
 through unchanged to Anthropic upstreams and become what each other family supports."""
 
 
+IMAGE_TOKENS = 1600
+"""Token estimate per image/document block for ``count_tokens`` (Anthropic's vision guide: about
+(width × height) / 750, ~1,600 for a 1.15-megapixel image)."""
+
+CHARS_PER_TOKEN = 4
+"""The local estimate's ratio for ``count_tokens`` when the upstream cannot count."""
+
+_SKIP_KEYS = frozenset({"type", "id", "tool_use_id", "signature", "cache_control", "media_type"})
+
+
 def _bad(param: str, message: str) -> InvalidRequest:
     return InvalidRequest(f"{param}: {message}", param=param)
 
 
 def _number(body: Mapping[str, Any], name: str, lo: float, hi: float) -> None:
     v = body.get(name)
-    if v is not None and (isinstance(v, bool) or not isinstance(v, int | float) or not lo <= v <= hi):
+    if v is not None and (not is_number(v) or not lo <= v <= hi):
         raise _bad(name, f"Input should be a number between {lo:g} and {hi:g}; got {v!r}")
 
 
@@ -129,9 +143,29 @@ def validate(body: Mapping[str, Any], *, model_required: bool = True) -> None:
     mt = body.get("max_tokens")
     if mt is None:
         raise _bad("max_tokens", "Field required")
-    if isinstance(mt, bool) or not isinstance(mt, int) or mt < 1:
+    if not is_int(mt) or mt < 1:
         raise _bad("max_tokens", f"Input should be an integer >= 1; got {mt!r}")
-    messages = body.get("messages")
+    _validate_messages(body.get("messages"))
+    system = body.get("system")
+    blocks_ok = isinstance(system, list) and all(
+        isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str) for b in system
+    )
+    if system is not None and not isinstance(system, str) and not blocks_ok:
+        raise _bad("system", "Input should be a string or an array of text blocks")
+    _validate_tools(body)
+    _number(body, "temperature", 0.0, 1.0)
+    _number(body, "top_p", 0.0, 1.0)
+    stop = body.get("stop_sequences")
+    if stop is not None and not (isinstance(stop, list) and all(isinstance(s, str) for s in stop)):
+        raise _bad("stop_sequences", "Input should be an array of strings")
+    if body.get("stream") is not None and not isinstance(body.get("stream"), bool):
+        raise _bad("stream", "Input should be a boolean")
+    _validate_options(body)
+    _validate_thinking(body.get("thinking"))
+
+
+def _validate_messages(messages: Any) -> None:
+    """``messages``: a non-empty array of ``{role, content}`` whose blocks suit their role."""
     if messages is None:
         raise _bad("messages", "Field required (an array of messages)")
     if not isinstance(messages, list):
@@ -150,22 +184,12 @@ def validate(body: Mapping[str, Any], *, model_required: bool = True) -> None:
                 _validate_block(block, role, f"messages.{i}.content.{j}")
         elif not isinstance(content, str):
             raise _bad(f"messages.{i}.content", "Input should be a string or an array of content blocks")
-    system = body.get("system")
-    blocks_ok = isinstance(system, list) and all(
-        isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str) for b in system
-    )
-    if system is not None and not isinstance(system, str) and not blocks_ok:
-        raise _bad("system", "Input should be a string or an array of text blocks")
-    _validate_tools(body)
-    _number(body, "temperature", 0.0, 1.0)
-    _number(body, "top_p", 0.0, 1.0)
-    stop = body.get("stop_sequences")
-    if stop is not None and not (isinstance(stop, list) and all(isinstance(s, str) for s in stop)):
-        raise _bad("stop_sequences", "Input should be an array of strings")
-    if body.get("stream") is not None and not isinstance(body.get("stream"), bool):
-        raise _bad("stream", "Input should be a boolean")
+
+
+def _validate_options(body: Mapping[str, Any]) -> None:
+    """``top_k`` (≥ 0), ``metadata.user_id`` (a string) and ``service_tier``."""
     top_k = body.get("top_k")
-    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0):
+    if top_k is not None and (not is_int(top_k) or top_k < 0):
         raise _bad("top_k", f"Input should be an integer >= 0; got {top_k!r}")
     metadata = body.get("metadata")
     if metadata is not None:
@@ -177,7 +201,6 @@ def validate(body: Mapping[str, Any], *, model_required: bool = True) -> None:
     tier = body.get("service_tier")
     if tier is not None and tier not in SERVICE_TIERS:
         raise _bad("service_tier", f"Input should be 'auto' or 'standard_only'; got {tier!r}")
-    _validate_thinking(body.get("thinking"))
 
 
 def _validate_thinking(thinking: Any) -> None:
@@ -195,7 +218,7 @@ def _validate_thinking(thinking: Any) -> None:
         )
     if kind == "enabled":
         budget = thinking.get("budget_tokens")
-        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
+        if not is_int(budget) or budget < 1:
             raise _bad(
                 "thinking.budget_tokens", f"Input should be a positive integer when enabled; got {budget!r}"
             )
@@ -275,13 +298,6 @@ def _part(block: Mapping[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-def _content(parts: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
-    """Text-only parts collapse to one string (what every OpenAI-compatible server accepts)."""
-    if all(p["type"] == "text" for p in parts):
-        return "\n".join(p["text"] for p in parts)
-    return parts
-
-
 def _user_messages(content: Any) -> list[dict[str, Any]]:
     """One Anthropic user turn → tool messages (one per ``tool_result``, first) + a user message."""
     if isinstance(content, str):
@@ -305,48 +321,14 @@ def _user_messages(content: Any) -> list[dict[str, Any]]:
         elif (p := _part(block)) is not None:
             parts.append(p)
     if parts:
-        tools.append({"role": "user", "content": _content(parts)})
+        tools.append({"role": "user", "content": collapse_text(parts, "\n")})
     return tools
 
 
 def _assistant_message(content: Any) -> dict[str, Any]:
     if isinstance(content, str):
         return {"role": "assistant", "content": content}
-    texts: list[str] = []
-    reasoning: list[str] = []
-    thinking: list[dict[str, Any]] = []
-    calls: list[dict[str, Any]] = []
-    for b in content:
-        kind = b.get("type")
-        if kind == "text":
-            texts.append(b.get("text") or "")
-        elif kind == "thinking":
-            reasoning.append(b.get("thinking") or "")
-            thinking.append(
-                {
-                    "type": "thinking",
-                    "thinking": b.get("thinking") or "",
-                    "signature": b.get("signature") or "",
-                }
-            )
-        elif kind == "redacted_thinking":
-            thinking.append(dict(b))
-        elif kind == "tool_use":
-            calls.append(
-                {
-                    "id": b["id"],
-                    "type": "function",
-                    "function": {"name": b["name"], "arguments": dumps(b.get("input") or {})},
-                }
-            )
-    msg: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts or not calls else None}
-    if calls:
-        msg["tool_calls"] = calls
-    if reasoning:
-        msg["reasoning_content"] = "".join(reasoning)
-    if thinking:
-        msg["thinking_blocks"] = thinking
-    return msg
+    return assistant_message(content)
 
 
 def _tools(tools: Any) -> list[dict[str, Any]]:
@@ -412,3 +394,47 @@ def to_canonical(body: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(user, str) and user:
         out["user"] = user
     return out
+
+
+# -- routes ------------------------------------------------------------------------------------------
+
+
+async def read_messages(body: dict[str, Any], call: Call) -> Inbound:
+    """``POST /v1/messages`` (API-3; ``?beta=true`` is the same path): validated, translated, and kept
+    as the native body for Anthropic upstreams (same-format pass-through)."""
+    validate(body, model_required=call.model_required)
+    return Inbound(to_canonical(body), SURFACE, native=body)
+
+
+def _chars(value: Any) -> tuple[int, int]:
+    """``(characters of text, number of image/document blocks)`` in a Messages body fragment."""
+    if isinstance(value, str):
+        return len(value), 0
+    if isinstance(value, list):
+        totals = [_chars(v) for v in value]
+        return sum(t[0] for t in totals), sum(t[1] for t in totals)
+    if isinstance(value, dict):
+        if value.get("type") in ("image", "document"):
+            return 0, 1
+        chars = media = 0
+        for k, v in value.items():
+            if k not in _SKIP_KEYS:
+                c, m = _chars(v)
+                chars, media = chars + c, media + m
+        return chars, media
+    return (len(str(value)), 0) if isinstance(value, int | float) else (0, 0)
+
+
+def estimate_input_tokens(body: Mapping[str, Any]) -> int:
+    """Local ``count_tokens`` estimate: ~characters/4 over system, messages and tools, plus
+    :data:`IMAGE_TOKENS` per image or document block (at least 1)."""
+    chars, media = _chars([body.get("system"), body.get("messages"), body.get("tools")])
+    return max(1, math.ceil(chars / CHARS_PER_TOKEN) + media * IMAGE_TOKENS)
+
+
+async def read_count_tokens(body: dict[str, Any], call: Call) -> TokenCount:
+    """``POST /v1/messages/count_tokens`` → ``{"input_tokens": N}`` from the local estimate; the body
+    is validated as for ``/v1/messages`` and the model must be routable (404 naming ``model``)."""
+    validate({"max_tokens": 1, **body}, model_required=call.model_required)
+    model = str(call.headers.get("x-route-model") or body.get("model") or "")
+    return TokenCount(model, {"input_tokens": estimate_input_tokens(body)}, resolve=True)

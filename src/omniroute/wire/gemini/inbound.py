@@ -1,12 +1,15 @@
 """Gemini ``generateContent`` request → canonical request (PROV-1, API-6), for the Gemini-style inbound
-routes.
+routes: ``POST /v1beta/models/{model}:generateContent``, ``:streamGenerateContent`` (SSE, as with
+``?alt=sse``) and ``:countTokens`` — also under ``/v1/models/...``, since the google-genai SDK
+defaults to API version ``v1``.
 
 Input: a ``GenerateContentRequest`` (https://ai.google.dev/api/generate-content): ``contents`` (turns
 with role ``user`` | ``model`` and ``parts``: ``text``, ``inlineData``, ``fileData``, ``functionCall``,
 ``functionResponse``; ``thought`` parts are dropped), ``systemInstruction``, ``tools``
 (``functionDeclarations`` with ``parameters`` in Gemini's OpenAPI subset or ``parametersJsonSchema``),
 ``toolConfig.functionCallingConfig`` and ``generationConfig``. Field names are accepted in camelCase
-(REST) and snake_case (as some SDKs send them). The model comes from the URL.
+(REST) and snake_case (as some SDKs send them). ``{model}`` comes from the URL and is any routable
+model string (``local-o/model-o``, a combo, ``auto``).
 
 A ``functionResponse`` is matched to its call by ``id`` when both carry one, else to the latest
 unanswered call of the same name.
@@ -14,11 +17,22 @@ unanswered call of the same name.
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
 from omniroute.errors import InvalidRequest
-from omniroute.translate._common import data_url, dumps, effort_for_budget, new_id
+from omniroute.wire._common import collapse_text, data_url, dumps, effort_for_budget, is_int, new_id
+from omniroute.wire.base import Call, Inbound, TokenCount
+from omniroute.wire.gemini.outbound import SURFACE
+from omniroute.wire.openai.inbound import validate_chat_body
+
+PATH = re.compile(r"^/(?:v1|v1beta|v1alpha)/models/(.+):(generateContent|streamGenerateContent|countTokens)$")
+"""The model-method paths the Gemini routes serve: ``(model, method)``."""
+
+MEDIA_TOKENS = 258
+"""``countTokens`` estimate per inline/file media part (Gemini's token guide: 258 per small image)."""
 
 _MODES = {"AUTO": "auto", "VALIDATED": "auto", "NONE": "none", "ANY": "required"}
 _PART_KINDS = "text, inlineData, fileData, functionCall, functionResponse"
@@ -115,6 +129,28 @@ def _turn(content: Any, i: int, calls: _Calls) -> list[dict[str, Any]]:
     parts = content.get("parts")
     if not isinstance(parts, list):
         raise _bad(f"{where}.parts", f"'{where}.parts' must be an array of parts.")
+    texts, tool_calls, results = _parts(parts, where, calls)
+    if role == "model":
+        if not texts and not tool_calls:
+            return []
+        msg: dict[str, Any] = {
+            "role": "assistant",
+            "content": "".join(t.get("text", "") for t in texts) if texts else None,
+        }
+        if tool_calls:
+            msg["tool_calls"] = tool_calls
+        return [msg]
+    out = results
+    if texts:
+        out = [*out, {"role": "user", "content": collapse_text(texts)}]
+    return out
+
+
+def _parts(
+    parts: list[Any], where: str, calls: _Calls
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """A turn's parts → ``(text and media parts, tool calls, tool result messages)``; ``thought``
+    parts and bare thought signatures are dropped."""
     texts: list[dict[str, Any]] = []
     tool_calls: list[dict[str, Any]] = []
     results: list[dict[str, Any]] = []
@@ -137,23 +173,7 @@ def _turn(content: Any, i: int, calls: _Calls) -> list[dict[str, Any]]:
             )
         elif not (_get(p, "thoughtSignature") and len(p) == 1):
             raise _bad(pw, f"'{pw}' must carry one of {_PART_KINDS}.")
-    if role == "model":
-        if not texts and not tool_calls:
-            return []
-        msg: dict[str, Any] = {
-            "role": "assistant",
-            "content": "".join(t.get("text", "") for t in texts) if texts else None,
-        }
-        if tool_calls:
-            msg["tool_calls"] = tool_calls
-        return [msg]
-    out = results
-    if texts:
-        content_value: Any = texts
-        if all(t["type"] == "text" for t in texts):
-            content_value = "".join(t["text"] for t in texts)
-        out = [*out, {"role": "user", "content": content_value}]
-    return out
+    return texts, tool_calls, results
 
 
 def _system(si: Any) -> str:
@@ -248,10 +268,6 @@ def _generation(cfg: Any, out: dict[str, Any]) -> None:
             out["reasoning_effort"] = effort_for_budget(budget)
 
 
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
 def _strings(v: Any) -> bool:
     return isinstance(v, list) and all(isinstance(x, str) for x in v)
 
@@ -265,7 +281,13 @@ def _check_objects(body: Mapping[str, Any]) -> None:
         parts = si.get("parts") if isinstance(si, dict) else None
         if parts is not None and not (isinstance(parts, list) and all(isinstance(p, dict) for p in parts)):
             raise _bad("systemInstruction.parts", "'systemInstruction.parts' must be an array of parts.")
-    tools = _get(body, "tools")
+    _check_tools(_get(body, "tools"))
+    _check_tool_config(_get(body, "toolConfig"))
+    _check_safety(_get(body, "safetySettings"))
+
+
+def _check_tools(tools: Any) -> None:
+    """``tools``: an array of Tool objects whose ``functionDeclarations`` is an array."""
     if tools is not None:
         if not isinstance(tools, list):
             raise _bad("tools", "'tools' must be an array of Tool objects.")
@@ -277,7 +299,10 @@ def _check_objects(body: Mapping[str, Any]) -> None:
                 raise _bad(
                     f"tools[{i}].functionDeclarations", f"'tools[{i}].functionDeclarations' must be an array."
                 )
-    tc = _get(body, "toolConfig")
+
+
+def _check_tool_config(tc: Any) -> None:
+    """``toolConfig``: ``{functionCallingConfig: {mode, allowedFunctionNames: [string]}}``."""
     if tc is not None:
         if not isinstance(tc, dict):
             raise _bad("toolConfig", "'toolConfig' must be an object {functionCallingConfig: {...}}.")
@@ -290,7 +315,10 @@ def _check_objects(body: Mapping[str, Any]) -> None:
         if names is not None and not _strings(names):
             where = "toolConfig.functionCallingConfig.allowedFunctionNames"
             raise _bad(where, f"'{where}' must be an array of strings.")
-    safety = _get(body, "safetySettings")
+
+
+def _check_safety(safety: Any) -> None:
+    """``safetySettings``: an array of ``{category, threshold}`` strings."""
     if safety is not None:
         if not isinstance(safety, list):
             raise _bad("safetySettings", "'safetySettings' must be an array of {category, threshold}.")
@@ -311,7 +339,7 @@ def _check_generation(cfg: Any) -> None:
         raise _bad("generationConfig", "'generationConfig' must be an object.")
     where = "generationConfig"
     top_k = _get(cfg, "topK")
-    if top_k is not None and (not _is_int(top_k) or top_k < 0):
+    if top_k is not None and (not is_int(top_k) or top_k < 0):
         raise _bad(f"{where}.topK", f"'{where}.topK' must be an integer >= 0; got {top_k!r}.")
     stop = _get(cfg, "stopSequences")
     if stop is not None and not _strings(stop):
@@ -329,16 +357,21 @@ def _check_generation(cfg: Any) -> None:
         )
     if _get(cfg, "responseLogprobs") is not None and not isinstance(_get(cfg, "responseLogprobs"), bool):
         raise _bad(f"{where}.responseLogprobs", f"'{where}.responseLogprobs' must be a boolean.")
-    if _get(cfg, "logprobs") is not None and not _is_int(_get(cfg, "logprobs")):
+    if _get(cfg, "logprobs") is not None and not is_int(_get(cfg, "logprobs")):
         raise _bad(f"{where}.logprobs", f"'{where}.logprobs' must be an integer.")
-    thinking = _get(cfg, "thinkingConfig")
+    _check_thinking(_get(cfg, "thinkingConfig"))
+
+
+def _check_thinking(thinking: Any) -> None:
+    """``generationConfig.thinkingConfig``: ``thinkingBudget`` (integer), ``thinkingLevel`` (one of
+    :data:`THINKING_LEVELS`, any case) and ``includeThoughts`` (boolean)."""
     if thinking is None:
         return
-    at = f"{where}.thinkingConfig"
+    at = "generationConfig.thinkingConfig"
     if not isinstance(thinking, dict):
         raise _bad(at, f"'{at}' must be an object.")
     budget = _get(thinking, "thinkingBudget")
-    if budget is not None and not _is_int(budget):
+    if budget is not None and not is_int(budget):
         raise _bad(f"{at}.thinkingBudget", f"'{at}.thinkingBudget' must be an integer; got {budget!r}.")
     level = _get(thinking, "thinkingLevel")
     if level is not None and not (isinstance(level, str) and level.upper() in THINKING_LEVELS):
@@ -380,3 +413,66 @@ def to_canonical(body: Mapping[str, Any], model: str, *, stream: bool) -> dict[s
             out["tool_choice"] = tc
     _generation(_get(body, "generationConfig"), out)
     return out
+
+
+# -- routes ------------------------------------------------------------------------------------------
+
+
+def _count(value: Any) -> tuple[int, int]:
+    if isinstance(value, str):
+        return len(value), 0
+    if isinstance(value, list):
+        parts = [_count(v) for v in value]
+        return sum(p[0] for p in parts), sum(p[1] for p in parts)
+    if isinstance(value, dict):
+        if any(k in value for k in ("inlineData", "inline_data", "fileData", "file_data")):
+            return 0, 1
+        parts = [_count(v) for k, v in value.items() if k not in ("role", "mimeType", "thoughtSignature")]
+        return sum(p[0] for p in parts), sum(p[1] for p in parts)
+    return 0, 0
+
+
+def estimate_tokens(body: Mapping[str, Any]) -> int:
+    """Local ``countTokens`` estimate: ~characters/4 plus :data:`MEDIA_TOKENS` per media part."""
+    inner = body.get("generateContentRequest") or body
+    chars, media = _count([inner.get("systemInstruction"), inner.get("contents"), inner.get("tools")])
+    return max(1, math.ceil(chars / 4) + media * MEDIA_TOKENS)
+
+
+_GEMINI_NAMES = {
+    "temperature": "generationConfig.temperature",
+    "top_p": "generationConfig.topP",
+    "max_tokens": "generationConfig.maxOutputTokens",
+    "n": "generationConfig.candidateCount",
+    "presence_penalty": "generationConfig.presencePenalty",
+    "frequency_penalty": "generationConfig.frequencyPenalty",
+    "stop": "generationConfig.stopSequences",
+    "seed": "generationConfig.seed",
+    "reasoning_effort": "generationConfig.thinkingConfig.thinkingLevel",
+}
+
+
+def _validate_canonical(canonical: dict[str, Any]) -> None:
+    """The translated request passes the same checks as an OpenAI one; errors name the Gemini field."""
+    try:
+        validate_chat_body(canonical, model_required=False)
+    except InvalidRequest as err:
+        name = _GEMINI_NAMES.get(err.param or "")
+        if name is None:
+            raise
+        raise InvalidRequest(err.message.replace(f"'{err.param}'", f"'{name}'"), param=name) from None
+
+
+async def read_model_method(body: dict[str, Any], call: Call) -> Inbound | TokenCount:
+    """One request on a :data:`PATH` route: ``countTokens`` → ``{"totalTokens": N}`` from the local
+    estimate; ``generateContent`` / ``streamGenerateContent`` → the canonical request (validated like
+    an OpenAI one), the client's body kept for Gemini upstreams (same-format pass-through)."""
+    m = PATH.match(call.path)
+    model, method = (m.group(1), m.group(2)) if m else ("", "")
+    if not model:
+        raise InvalidRequest("The model is missing from the URL.", param="model")
+    if method == "countTokens":
+        return TokenCount(call.headers.get("x-route-model") or model, {"totalTokens": estimate_tokens(body)})
+    canonical = to_canonical(body, model, stream=method == "streamGenerateContent")
+    _validate_canonical(canonical)
+    return Inbound(canonical, SURFACE, native=body)

@@ -1,5 +1,6 @@
-"""Helpers shared by the wire-format translators and adapters (PROV-1): canonical chunk building,
-data URLs, tool-argument JSON, SSE framing and the ``_native`` frame key.
+"""Helpers shared by several wire formats (PROV-1): canonical chunk and usage building, content and
+reasoning text, data URLs, tool-argument JSON, ids, SSE framing, the ``_native`` frame key,
+validation predicates and an upstream's base URL and credential headers.
 
 The canonical shapes are OpenAI's: a ``chat.completion`` response, ``chat.completion.chunk`` stream
 chunks and the Chat Completions request body. Two extensions ride along on assistant messages and
@@ -19,7 +20,7 @@ from typing import Any
 import orjson
 
 from omniroute.errors import InvalidRequest
-from omniroute.values import Usage
+from omniroute.values import Candidate, Usage
 
 NATIVE = "_native"
 """Chunk key holding the raw upstream SSE frame (bytes) in same-format pass-through streams."""
@@ -42,12 +43,40 @@ def mid_conversation_system(content: Any) -> str:
     return MID_CONVERSATION_SYSTEM_PREFIX + text_of(content)
 
 
+def base_url_for(cand: Candidate) -> str:
+    """The connection's ``base_url`` override, else the provider's, without a trailing slash."""
+    return (cand.connection.base_url or cand.provider.base_url).rstrip("/")
+
+
+def auth_headers(cand: Candidate, api_key_header: str | None = None) -> dict[str, str]:
+    """The connection's secret as upstream request headers: ``Authorization: Bearer`` for an OAuth
+    token or when the format takes API keys that way (``api_key_header`` ``None``, as OpenAI does),
+    else ``{api_key_header: key}`` (Anthropic ``x-api-key``, Gemini ``x-goog-api-key``); none
+    without a secret."""
+    secret = cand.connection.secret
+    if not secret:
+        return {}
+    if api_key_header is None or cand.connection.auth_type == "oauth":
+        return {"Authorization": f"Bearer {secret}"}
+    return {api_key_header: secret}
+
+
 def clamp_output_tokens(requested: int, model: Any) -> int:
     """``requested`` output tokens capped at the served model's ``max_output_tokens`` when the catalog
     knows it (> 0): an upstream rejects a cap above its model's limit (``max_tokens: 64000`` sent to a
     model configured with 4,096). ``model`` is a :class:`~omniroute.values.ModelInfo`."""
     limit = getattr(model, "max_output_tokens", 0) or 0
     return min(requested, limit) if limit > 0 else requested
+
+
+def is_int(v: Any) -> bool:
+    """An integer that is not a boolean (JSON ``true`` is not ``1`` to a validator)."""
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def is_number(v: Any) -> bool:
+    """An integer or float that is not a boolean."""
+    return isinstance(v, int | float) and not isinstance(v, bool)
 
 
 def new_id(prefix: str) -> str:
@@ -107,6 +136,20 @@ def text_of(content: Any) -> str:
             if isinstance(p, dict) and p.get("type") in ("text", None)
         )
     return ""
+
+
+def collapse_text(parts: list[dict[str, Any]], sep: str = "") -> str | list[dict[str, Any]]:
+    """Canonical content parts → one string joined with ``sep`` when they are all text (what every
+    OpenAI-compatible server accepts), else the parts unchanged."""
+    if all(p["type"] == "text" for p in parts):
+        return sep.join(p["text"] for p in parts)
+    return parts
+
+
+def reasoning_text(message: Any) -> Any:
+    """The reasoning text of a canonical message or stream delta: ``reasoning_content``, or
+    ``reasoning`` as some OpenAI-compatible servers name it (``None``/empty when there is none)."""
+    return message.get("reasoning_content") or message.get("reasoning")
 
 
 def chunk(

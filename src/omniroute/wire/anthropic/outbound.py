@@ -6,7 +6,7 @@ content block ``content_block_start`` → ``content_block_delta``… → ``conte
 order, indexes from 0, no empty leading text block), then ``message_delta`` (``stop_reason`` +
 usage) and ``message_stop``. A failure after commit ends the stream with ``event: error`` and no
 ``message_stop``, so a truncated answer is never presented as complete. Pass-through chunks
-(carrying :data:`~omniroute.translate._common.NATIVE`) are forwarded byte for byte.
+(carrying :data:`~omniroute.wire._common.NATIVE`) are forwarded byte for byte.
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from __future__ import annotations
 from typing import Any
 
 from omniroute.errors import GatewayError
-from omniroute.translate._common import NATIVE, loads_object, new_id, sse, text_of, usage_numbers
-from omniroute.values import Usage
+from omniroute.values import ChatRequest, Usage
+from omniroute.wire._common import NATIVE, new_id, reasoning_text, sse, text_of, usage_numbers
+from omniroute.wire.anthropic.blocks import tool_use_block
 
 STOP_REASONS: dict[str, str] = {
     "stop": "end_turn",
@@ -85,30 +86,16 @@ def render_message(resp: dict[str, Any]) -> dict[str, Any]:
     choice = choices[0]
     msg = choice.get("message") or {}
     content: list[dict[str, Any]] = []
+    reasoning = reasoning_text(msg)
     if msg.get("thinking_blocks"):
         content += [dict(b) for b in msg["thinking_blocks"]]
-    elif msg.get("reasoning_content") or msg.get("reasoning"):
-        content.append(
-            {
-                "type": "thinking",
-                "thinking": msg.get("reasoning_content") or msg.get("reasoning"),
-                "signature": "",
-            }
-        )
+    elif reasoning:
+        content.append({"type": "thinking", "thinking": reasoning, "signature": ""})
     text = text_of(msg.get("content"))
     if text:
         content.append({"type": "text", "text": text})
     calls = msg.get("tool_calls") or []
-    for tc in calls:
-        fn = tc.get("function") or {}
-        content.append(
-            {
-                "type": "tool_use",
-                "id": tc.get("id") or new_id("toolu_"),
-                "name": fn.get("name") or "",
-                "input": loads_object(fn.get("arguments")),
-            }
-        )
+    content += [tool_use_block(tc) for tc in calls]
     return {
         "id": message_id(resp.get("id")),
         "type": "message",
@@ -224,7 +211,7 @@ class AnthropicStreamEncoder:
     def _choice(self, c: dict[str, Any]) -> bytes:
         out = b""
         d = c.get("delta") or {}
-        reasoning = d.get("reasoning_content") or d.get("reasoning")
+        reasoning = reasoning_text(d)
         if reasoning:
             if self.kind != "thinking":
                 out += self._open("thinking", {"type": "thinking", "thinking": "", "signature": ""})
@@ -279,3 +266,19 @@ class AnthropicStreamEncoder:
         return out + sse(
             "error", {"type": "error", "error": {"type": error_type(err.status), "message": err.message}}
         )
+
+
+class AnthropicSurface:
+    """The Anthropic Messages wire format as a client surface."""
+
+    def error_body(self, err: GatewayError) -> dict[str, Any]:
+        return error_body(err)
+
+    def render(self, response: dict[str, Any], req: ChatRequest) -> dict[str, Any]:
+        return render_message(response)
+
+    def encoder(self, req: ChatRequest) -> AnthropicStreamEncoder:
+        return AnthropicStreamEncoder(req.model)
+
+
+SURFACE = AnthropicSurface()

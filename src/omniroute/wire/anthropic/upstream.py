@@ -24,16 +24,18 @@ from typing import Any
 import orjson
 
 from omniroute.errors import StreamBroken, UpstreamError
-from omniroute.providers.openai_format import base_url_for
+from omniroute.providers.upstream import UpstreamRequest
 from omniroute.resilience.classify import classify_http, error_from_payload
-from omniroute.translate._common import (
+from omniroute.values import Candidate, ChatRequest, Usage
+from omniroute.wire._common import (
     DEFAULT_MAX_TOKENS,
     EFFORT_BUDGETS,
     NATIVE,
+    auth_headers,
+    base_url_for,
     chunk,
     clamp_output_tokens,
     dumps,
-    loads_object,
     mid_conversation_system,
     new_id,
     now_s,
@@ -41,8 +43,7 @@ from omniroute.translate._common import (
     sse_frame,
     usage_dict,
 )
-from omniroute.typing import UpstreamRequest
-from omniroute.values import Candidate, ChatRequest, Usage
+from omniroute.wire.anthropic.blocks import assistant_message, tool_use_block
 
 ANTHROPIC_VERSION = "2023-06-01"
 """The ``anthropic-version`` header sent upstream unless an Anthropic client sent its own."""
@@ -124,16 +125,7 @@ def _assistant_blocks(msg: Mapping[str, Any]) -> list[dict[str, Any]]:
         if isinstance(b, dict) and b.get("type") in ("thinking", "redacted_thinking")
     ]
     blocks += _content_blocks(msg.get("content"))
-    for tc in msg.get("tool_calls") or ():
-        fn = tc.get("function") or {}
-        blocks.append(
-            {
-                "type": "tool_use",
-                "id": tc.get("id") or new_id("toolu_"),
-                "name": fn.get("name") or "",
-                "input": loads_object(fn.get("arguments")),
-            }
-        )
+    blocks += [tool_use_block(tc) for tc in msg.get("tool_calls") or ()]
     return blocks
 
 
@@ -274,42 +266,8 @@ def message_to_canonical(obj: Mapping[str, Any], model: str) -> dict[str, Any]:
 
     text blocks → ``content``; ``tool_use`` → ``tool_calls`` (arguments as JSON text); ``thinking`` →
     ``reasoning_content`` plus ``thinking_blocks`` (kept with signatures for replay)."""
-    texts: list[str] = []
-    reasoning: list[str] = []
-    thinking: list[dict[str, Any]] = []
-    calls: list[dict[str, Any]] = []
-    for b in obj.get("content") or ():
-        if not isinstance(b, dict):
-            continue
-        kind = b.get("type")
-        if kind == "text":
-            texts.append(str(b.get("text") or ""))
-        elif kind == "thinking":
-            reasoning.append(str(b.get("thinking") or ""))
-            thinking.append(
-                {
-                    "type": "thinking",
-                    "thinking": b.get("thinking") or "",
-                    "signature": b.get("signature") or "",
-                }
-            )
-        elif kind == "redacted_thinking":
-            thinking.append(dict(b))
-        elif kind == "tool_use":
-            calls.append(
-                {
-                    "id": b.get("id") or new_id("toolu_"),
-                    "type": "function",
-                    "function": {"name": b.get("name") or "", "arguments": dumps(b.get("input") or {})},
-                }
-            )
-    message: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts or not calls else None}
-    if calls:
-        message["tool_calls"] = calls
-    if reasoning:
-        message["reasoning_content"] = "".join(reasoning)
-    if thinking:
-        message["thinking_blocks"] = thinking
+    message = assistant_message(obj.get("content") or ())
+    calls = message.get("tool_calls")
     stop = obj.get("stop_reason")
     finish = FINISH_REASONS.get(str(stop), "stop") if stop else ("tool_calls" if calls else "stop")
     out: dict[str, Any] = {
@@ -501,8 +459,6 @@ def _clamp_native(body: dict[str, Any], cand: Candidate) -> None:
 class AnthropicAdapter:
     """Adapter for the Anthropic Messages wire format (``POST {base_url}/v1/messages``)."""
 
-    format = "anthropic"
-
     def build_request(self, cand: Candidate, req: ChatRequest, *, stream: bool) -> UpstreamRequest:
         passthrough = req.client_format == "anthropic" and req.native is not None
         if passthrough and req.native is not None:
@@ -520,12 +476,7 @@ class AnthropicAdapter:
             for name in ("anthropic-version", "anthropic-beta"):
                 if req.headers.get(name):
                     headers[name] = req.headers[name]
-        secret = cand.connection.secret
-        if secret:
-            if cand.connection.auth_type == "oauth":
-                headers["Authorization"] = f"Bearer {secret}"
-            else:
-                headers["x-api-key"] = secret
+        headers.update(auth_headers(cand, "x-api-key"))
         return UpstreamRequest(messages_url(base_url_for(cand)), headers, orjson.dumps(body))
 
     def parse_response(self, body: bytes, cand: Candidate) -> dict[str, Any]:

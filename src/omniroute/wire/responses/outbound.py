@@ -17,12 +17,21 @@ failure after commit sends ``error`` and ``response.failed`` instead of ``respon
 
 from __future__ import annotations
 
+import logging
+import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from omniroute.errors import GatewayError
-from omniroute.translate._common import SSE_COMMENT, new_id, sse, text_of, usage_numbers
-from omniroute.values import Usage
+from omniroute.values import ChatRequest, Usage
+from omniroute.wire._common import SSE_COMMENT, new_id, reasoning_text, sse, text_of, usage_numbers
+from omniroute.wire.base import ResponseStore
+from omniroute.wire.openai.outbound import openai_error
+
+log = logging.getLogger("omniroute.api")
+
+RESPONSE_TTL_S = 30 * 24 * 3600.0
+"""How long a stored response stays readable by ``previous_response_id`` (OpenAI keeps 30 days)."""
 
 _INCOMPLETE = {"length": "max_output_tokens", "content_filter": "content_filter"}
 
@@ -113,7 +122,7 @@ def render_response(
     out = base_response(resp_id, created_at, resp.get("model") or "", body)
     choice = (resp.get("choices") or [{}])[0]
     msg = choice.get("message") or {}
-    reasoning = msg.get("reasoning_content") or msg.get("reasoning")
+    reasoning = reasoning_text(msg)
     if reasoning:
         out["output"].append(_reasoning_item(str(reasoning)))
     text = text_of(msg.get("content"))
@@ -129,12 +138,23 @@ def render_response(
     prompt, completion, cached = usage_numbers(resp.get("usage"))
     details = (resp.get("usage") or {}).get("completion_tokens_details") or {}
     out["usage"] = responses_usage(prompt, completion, cached, int(details.get("reasoning_tokens") or 0))
-    assistant: dict[str, Any] = {"role": "assistant", "content": text or (None if calls else "")}
+    return out, stored_assistant(out["output"])
+
+
+def stored_assistant(output: list[dict[str, Any]]) -> dict[str, Any]:
+    """This turn's canonical assistant message as kept for ``previous_response_id``, from the
+    response's ``output`` items: the text of its message items and one tool call per
+    ``function_call`` item, with the call id the client saw."""
+    text = "".join(i["content"][0]["text"] for i in output if i["type"] == "message")
+    calls = [
+        {"id": i["call_id"], "type": "function", "function": {"name": i["name"], "arguments": i["arguments"]}}
+        for i in output
+        if i["type"] == "function_call"
+    ]
+    msg: dict[str, Any] = {"role": "assistant", "content": text or (None if calls else "")}
     if calls:
-        assistant["tool_calls"] = [
-            {"id": tc.get("id"), "type": "function", "function": tc.get("function")} for tc in calls
-        ]
-    return out, assistant
+        msg["tool_calls"] = calls
+    return msg
 
 
 class ResponsesStreamEncoder:
@@ -272,7 +292,7 @@ class ResponsesStreamEncoder:
     def _choice(self, c: dict[str, Any]) -> bytes:
         out = b""
         d = c.get("delta") or {}
-        reasoning = d.get("reasoning_content") or d.get("reasoning")
+        reasoning = reasoning_text(d)
         if reasoning:
             if self.open is None or self.open["type"] != "reasoning":
                 out += self._open(
@@ -327,22 +347,6 @@ class ResponsesStreamEncoder:
             self.finish = c["finish_reason"]
         return out
 
-    def _assistant(self) -> dict[str, Any]:
-        text = "".join(i["content"][0]["text"] for i in self.output if i["type"] == "message")
-        calls = [
-            {
-                "id": i["call_id"],
-                "type": "function",
-                "function": {"name": i["name"], "arguments": i["arguments"]},
-            }
-            for i in self.output
-            if i["type"] == "function_call"
-        ]
-        msg: dict[str, Any] = {"role": "assistant", "content": text or (None if calls else "")}
-        if calls:
-            msg["tool_calls"] = calls
-        return msg
-
     def end(self, usage: Usage | None) -> bytes:
         out = b"" if self.started else self._start({})
         out += self._close()
@@ -352,7 +356,7 @@ class ResponsesStreamEncoder:
         u = usage or Usage()
         final["usage"] = responses_usage(u.prompt_tokens, u.completion_tokens, u.cached_tokens)
         if self.on_done is not None:
-            self.on_done(self._assistant())
+            self.on_done(stored_assistant(self.output))
         kind = "response.completed" if final["status"] == "completed" else "response.incomplete"
         return out + self._ev(kind, response=final)
 
@@ -366,3 +370,56 @@ class ResponsesStreamEncoder:
             + self._ev("error", code=err.code, message=err.message, param=err.param)
             + self._ev("response.failed", response=failed)
         )
+
+
+class ResponsesSurface:
+    """The Responses wire format for one request: knows its response id and what to store.
+
+    Unless ``store`` is false, the conversation of a successful response (input history + this
+    turn's assistant message, without ``instructions``) is saved under its ``resp_…`` id for
+    :data:`RESPONSE_TTL_S` seconds, readable only by the same API key, by :meth:`flush`, which the
+    gateway awaits before the last byte reaches the client, so an immediate follow-up finds it.
+    Errors use the OpenAI shape (API-6)."""
+
+    def __init__(
+        self,
+        store: ResponseStore | None,
+        body: dict[str, Any],
+        conversation: list[dict[str, Any]],
+        api_key_id: str | None,
+        created_at: int,
+    ) -> None:
+        self.store = store
+        self.body = body
+        self.conversation = conversation
+        self.api_key_id = api_key_id
+        self.id = "resp_" + uuid.uuid4().hex
+        self.created_at = created_at
+        self.pending: dict[str, Any] | None = None
+
+    def error_body(self, err: GatewayError) -> dict[str, Any]:
+        return openai_error(err)
+
+    def render(self, response: dict[str, Any], req: ChatRequest) -> dict[str, Any]:
+        obj, assistant = render_response(response, self.id, self.created_at, self.body)
+        self._remember(assistant, obj["model"])
+        return obj
+
+    def encoder(self, req: ChatRequest) -> ResponsesStreamEncoder:
+        enc = ResponsesStreamEncoder(self.id, self.created_at, self.body, req.model)
+        enc.on_done = lambda assistant: self._remember(assistant, enc.model)
+        return enc
+
+    def _remember(self, assistant: dict[str, Any], model: str) -> None:
+        if self.body.get("store", True) is not False:
+            self.pending = {"messages": [*self.conversation, assistant], "model": model}
+
+    async def flush(self) -> None:
+        """Save the pending conversation (once); a store failure is logged, never sent to the client."""
+        data, self.pending = self.pending, None
+        if data is None or self.store is None:
+            return
+        try:
+            await self.store.save_response(self.id, self.api_key_id, data, RESPONSE_TTL_S)
+        except Exception:
+            log.exception("could not store response %s", self.id)
