@@ -130,10 +130,6 @@ _GEMINI_SURFACE_DROPS_SIGNED_THINKING = (
     "Anthropic upstream, thinking on, refuses the tool-result turn"
 )
 XFAIL: dict[tuple[str, str, str], str] = {
-    ("claude", "replay", "openai"): (
-        "a replayed Anthropic thinking block is forwarded to the OpenAI-format upstream as "
-        "`reasoning_content` (strict servers: Extra inputs are not permitted) instead of being dropped"
-    ),
     ("gemini", "tool", "anthropic"): _GEMINI_SURFACE_DROPS_SIGNED_THINKING,
     ("gemini", "replay", "anthropic"): _GEMINI_SURFACE_DROPS_SIGNED_THINKING,
 }

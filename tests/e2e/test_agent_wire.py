@@ -331,3 +331,37 @@ def test_ttft_timeout_counts_to_first_content_not_to_upstream_keepalives(
     decision = httpx.get(f"{gw.url}/api/routing/decisions/{r.headers['x-request-id']}", timeout=10).json()
     first = decision["attempts"][0]
     assert first["provider"] == "up" and "TTFT" in first["reason"]
+
+
+# -- reasoning another family produced --------------------------------------------------------------
+
+THINKING_REPLAY = [
+    {"role": "user", "content": "weather in Paris?"},
+    {
+        "role": "assistant",
+        "content": [
+            {"type": "thinking", "thinking": "I should call the tool.", "signature": "c2lnbmF0dXJl"},
+            {"type": "tool_use", "id": "toolu_01", "name": "get_weather", "input": {"city": "Paris"}},
+        ],
+    },
+    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_01", "content": "sunny"}]},
+]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_replayed_anthropic_thinking_is_dropped_for_a_strict_openai_format_upstream(
+    agent_gateway: Callable[..., GatewayThread], fakes: dict[str, FakeProviderThread], stream: bool
+) -> None:
+    """An Anthropic client's signed thinking cannot be verified by another family: it is not sent to
+    an OpenAI-format upstream as ``reasoning_content``/``thinking_blocks`` (strict servers answer
+    "Extra inputs are not permitted"), while the tool call and its result are."""
+    gw = agent_gateway("openai")
+    fakes["o"].set_behaviour("m", "strict")
+    tools = [{"name": "get_weather", "input_schema": {"type": "object"}}]
+    body = {"model": "up/m", "max_tokens": 100, "messages": THINKING_REPLAY, "tools": tools, "stream": stream}
+    r = _messages(gw, body)
+    assert r.status_code == 200, r.text
+    sent = fakes["o"].requests[-1].body["messages"]
+    assert all("reasoning_content" not in m and "thinking_blocks" not in m for m in sent)
+    assert sent[1]["tool_calls"][0]["id"] == "toolu_01"
+    assert sent[2] == {"role": "tool", "tool_call_id": "toolu_01", "content": "sunny"}

@@ -54,12 +54,30 @@ class OpenAIStreamParser:
         return []
 
 
+_GATEWAY_REASONING_KEYS = ("reasoning_content", "thinking_blocks")
+
+
+def without_foreign_reasoning(messages: list[Any], *, keep_text: bool) -> list[Any]:
+    """``messages`` without the reasoning another family produced: ``thinking_blocks`` (Anthropic
+    thinking with signatures, which only Anthropic can verify) always, and ``reasoning_content`` unless
+    the client itself sent the conversation in this format (``keep_text``). Strict OpenAI-compatible
+    servers refuse unknown message keys ("Extra inputs are not permitted"; DeepSeek: reasoning_content
+    must not be sent back). Returns the same list when nothing is to be dropped."""
+    drop = ("thinking_blocks",) if keep_text else _GATEWAY_REASONING_KEYS
+    if not any(isinstance(m, dict) and any(k in m for k in drop) for m in messages):
+        return messages
+    return [{k: v for k, v in m.items() if k not in drop} if isinstance(m, dict) else m for m in messages]
+
+
 class OpenAIAdapter:
     """Adapter for the OpenAI Chat Completions wire format (``POST {base_url}/chat/completions``)."""
 
     def build_request(self, cand: Candidate, req: ChatRequest, *, stream: bool) -> UpstreamRequest:
         body = dict(req.body)
         body["model"] = cand.model.id
+        messages = body.get("messages")
+        if isinstance(messages, list):
+            body["messages"] = without_foreign_reasoning(messages, keep_text=req.client_format == "openai")
         for name in ("max_tokens", "max_completion_tokens"):
             value = body.get(name)
             if isinstance(value, int) and not isinstance(value, bool):
