@@ -124,15 +124,7 @@ def tool_result_seen(agent: Agent, run: Run) -> bool:
 
 # -- known gaps (each names the capability that is missing) ---------------------------------------
 
-_GEMINI_SURFACE_DROPS_SIGNED_THINKING = (
-    "the Gemini surface drops the Anthropic upstream's thinking signature (no thoughtSignature on the "
-    "thought or functionCall parts), so the signed thinking block cannot be restored and the "
-    "Anthropic upstream, thinking on, refuses the tool-result turn"
-)
-XFAIL: dict[tuple[str, str, str], str] = {
-    ("gemini", "tool", "anthropic"): _GEMINI_SURFACE_DROPS_SIGNED_THINKING,
-    ("gemini", "replay", "anthropic"): _GEMINI_SURFACE_DROPS_SIGNED_THINKING,
-}
+XFAIL: dict[tuple[str, str, str], str] = {}
 
 
 def scenario(client: str, name: str, family: str | None = None) -> Any:

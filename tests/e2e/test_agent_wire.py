@@ -365,3 +365,41 @@ def test_replayed_anthropic_thinking_is_dropped_for_a_strict_openai_format_upstr
     assert all("reasoning_content" not in m and "thinking_blocks" not in m for m in sent)
     assert sent[1]["tool_calls"][0]["id"] == "toolu_01"
     assert sent[2] == {"role": "tool", "tool_call_id": "toolu_01", "content": "sunny"}
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_thinking_is_off_for_a_turn_whose_tool_call_has_no_signature_anthropic_can_verify(
+    agent_gateway: Callable[..., GatewayThread], fakes: dict[str, FakeProviderThread], stream: bool
+) -> None:
+    """A conversation from another family (here an OpenAI client asking for reasoning) whose last
+    assistant turn called a tool carries no Anthropic-signed thinking: a strict Anthropic upstream
+    would refuse it with thinking on ("Expected `thinking` … but found `tool_use`"), so that request
+    goes without thinking and is answered."""
+    gw = agent_gateway("anthropic")
+    fakes["o"].set_behaviour("m", "strict")
+    messages = [
+        {"role": "user", "content": "weather in Paris?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
+    ]
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
+    body = {
+        "model": "up/m",
+        "messages": messages,
+        "tools": tools,
+        "reasoning_effort": "high",
+        "max_tokens": 4000,
+        "stream": stream,
+    }
+    r = httpx.post(f"{gw.url}/v1/chat/completions", json=body, timeout=30)
+    assert r.status_code == 200, r.text
+    assert "thinking" not in fakes["o"].requests[-1].body
+    body["messages"] = messages[:1]  # a fresh conversation keeps its thinking
+    assert httpx.post(f"{gw.url}/v1/chat/completions", json=body, timeout=30).status_code == 200
+    assert fakes["o"].requests[-1].body["thinking"]["type"] == "enabled"

@@ -206,13 +206,27 @@ def _tool_choice(choice: Any, parallel: Any) -> dict[str, Any] | None:
     return tc
 
 
+def _unsigned_tool_turn(messages: list[dict[str, Any]]) -> bool:
+    """True when the last assistant turn calls a tool but does not start with a thinking block:
+    with thinking on, Anthropic requires that turn to start with its signed thinking ("Expected
+    `thinking` or `redacted_thinking`, but found `tool_use`"; extended-thinking guide, tool use)."""
+    last = next((m for m in reversed(messages) if m.get("role") == "assistant"), None)
+    blocks = last.get("content") if last is not None else None
+    if not isinstance(blocks, list) or not any(b.get("type") == "tool_use" for b in blocks):
+        return False
+    return blocks[0].get("type") not in ("thinking", "redacted_thinking")
+
+
 def to_anthropic_request(body: Mapping[str, Any], cand: Candidate) -> dict[str, Any]:
     """Canonical chat body → Anthropic Messages body (without ``model``/``stream``; the caller sets them).
 
     ``max_tokens`` = ``max_completion_tokens`` / ``max_tokens`` / the catalog's ``max_output_tokens`` /
     4096; ``stop`` → ``stop_sequences``; ``temperature`` is clamped to Anthropic's [0, 1];
     ``reasoning_effort`` → ``thinking`` with a budget from :data:`EFFORT_BUDGETS` (omitted when the
-    budget would not fit under ``max_tokens`` or a tool is forced, which Anthropic rejects)."""
+    budget would not fit under ``max_tokens``, when a tool is forced, or when the last assistant turn
+    called a tool without a signed thinking block Anthropic can verify — a conversation that comes
+    from another family — all of which Anthropic rejects with thinking on: that turn goes without
+    thinking rather than failing)."""
     system, messages = to_anthropic_messages(body.get("messages"))
     out: dict[str, Any] = {"messages": messages}
     if system:
@@ -237,7 +251,7 @@ def to_anthropic_request(body: Mapping[str, Any], cand: Candidate) -> dict[str, 
     if isinstance(effort, str) and effort in EFFORT_BUDGETS:
         budget = min(EFFORT_BUDGETS[effort], out["max_tokens"] - 1)
         forced = out.get("tool_choice", {}).get("type") in ("any", "tool")
-        if budget >= MIN_THINKING_BUDGET and not forced:
+        if budget >= MIN_THINKING_BUDGET and not forced and not _unsigned_tool_turn(messages):
             out["thinking"] = {"type": "enabled", "budget_tokens": budget}
             out.pop("temperature", None)
             out.pop("top_p", None)
