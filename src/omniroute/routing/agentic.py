@@ -37,7 +37,8 @@ from omniroute.routing.multicall import (
     step_failed,
     target_name,
 )
-from omniroute.routing.multicall_parts import TOOL_KEYS, message_text, toolless
+from omniroute.routing.multicall_parts import TOOL_KEYS, toolless
+from omniroute.wire._common import text_of
 
 log = logging.getLogger("omniroute.routing")
 
@@ -168,7 +169,7 @@ def transcript(messages: list[dict[str, Any]]) -> str:
     """The conversation as text for the planner (tool calls and results included)."""
     lines: list[str] = []
     for m in messages:
-        role, text = m.get("role"), message_text(m.get("content"))
+        role, text = m.get("role"), text_of(m.get("content"))
         if role == "tool":
             lines.append(f"Tool result [{m.get('tool_call_id') or ''}]: {text}")
         elif role == "assistant" and m.get("tool_calls"):

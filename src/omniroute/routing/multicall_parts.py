@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from omniroute.routing.engine import Outcome, StreamOutcome
 from omniroute.values import ModelInfo, Usage
+from omniroute.wire._common import text_of
 
 if TYPE_CHECKING:
     from omniroute.providers.upstream import UpstreamResponse
@@ -123,7 +124,7 @@ def completion_chunks(response: dict[str, Any], now: float) -> list[dict[str, An
     delta: dict[str, Any] = {"role": "assistant"}
     if msg.get("reasoning_content"):
         delta["reasoning_content"] = msg["reasoning_content"]
-    delta["content"] = message_text(msg.get("content"))
+    delta["content"] = text_of(msg.get("content"))
     out = [{**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}]
     calls = msg.get("tool_calls") or []
     if calls:
@@ -137,25 +138,12 @@ def completion_chunks(response: dict[str, Any], now: float) -> list[dict[str, An
 # -- bodies -----------------------------------------------------------------------------------------
 
 
-def message_text(content: Any) -> str:
-    """Text of a canonical message ``content`` (string or parts)."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(
-            str(p.get("text") or "")
-            for p in content
-            if isinstance(p, dict) and p.get("type") in ("text", None)
-        )
-    return ""
-
-
 def answer_text(response: dict[str, Any]) -> str:
     """The first choice's text of a canonical ``chat.completion`` (``""`` when there is none)."""
     choices = response.get("choices") or []
     if not choices or not isinstance(choices[0], dict):
         return ""
-    return message_text((choices[0].get("message") or {}).get("content")).strip()
+    return text_of((choices[0].get("message") or {}).get("content")).strip()
 
 
 def has_tools(body: dict[str, Any]) -> bool:
@@ -170,10 +158,10 @@ def flatten_tool_turns(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for m in messages:
         role = m.get("role")
         if role == "tool":
-            text = f"[tool result {m.get('tool_call_id') or ''}]\n{message_text(m.get('content'))}"
+            text = f"[tool result {m.get('tool_call_id') or ''}]\n{text_of(m.get('content'))}"
             out.append({"role": "user", "content": text})
         elif role == "assistant" and m.get("tool_calls"):
-            lines = [message_text(m.get("content"))] if m.get("content") else []
+            lines = [text_of(m.get("content"))] if m.get("content") else []
             for c in m["tool_calls"]:
                 fn = c.get("function") or {}
                 lines.append(f"[tool call {c.get('id') or ''}] {fn.get('name')}({fn.get('arguments') or ''})")
