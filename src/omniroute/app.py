@@ -16,7 +16,7 @@ import logging
 from omniroute import dashboard, wire
 from omniroute.api import embeddings
 from omniroute.api.admin import build_admin_app
-from omniroute.api.asgi import Message, Receive, Scope, Send, send_json
+from omniroute.api.asgi import Message, Receive, Scope, Send, header_map, send_json
 from omniroute.api.models import list_models
 from omniroute.api.routes import GwHandler, route_table
 from omniroute.clock import Clock
@@ -48,11 +48,12 @@ class OmniRouteApp:
             handler = self.post_routes.get(path)
             if handler is None:
                 handler = next((h for p, h in self.pattern_routes if p.match(path)), None)
+            if handler is not None and method == "POST":
+                await self._guarded(handler, scope, receive, send)  # sets its own X-Request-Id
+                return
+            send = _with_request_id(send, self.gateway.request_id_for(header_map(scope)))
             if handler is not None:
-                if method != "POST":
-                    await _method_not_allowed(scope, send)
-                    return
-                await self._guarded(handler, scope, receive, send)
+                await _method_not_allowed(scope, send)
                 return
             if method == "GET" and (path == "/v1/models" or path.startswith("/v1/models/")):
                 await list_models(self.gateway, scope, receive, send)
@@ -122,6 +123,21 @@ class OmniRouteApp:
                 await self.stop()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
+
+
+def _with_request_id(send: Send, request_id: str) -> Send:
+    """``send`` that adds ``X-Request-Id`` to a response that does not carry one (the model list, the
+    management API, health, 404s and 405s), so every response names its request (API-7)."""
+    header = (b"x-request-id", request_id.encode("latin-1"))
+
+    async def wrapped(msg: Message) -> None:
+        if msg["type"] == "http.response.start":
+            headers = list(msg.get("headers") or ())
+            if not any(name.lower() == b"x-request-id" for name, _ in headers):
+                msg = {**msg, "headers": [*headers, header]}
+        await send(msg)
+
+    return wrapped
 
 
 def _capped(receive: Receive, limit: int) -> Receive:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from omniroute.testing import FakeProviderThread
 from omniroute.testing.gateway import GatewayThread
@@ -56,3 +57,24 @@ def test_auto_with_only_a_keyless_remote_connection_names_the_missing_key(
     assert "no API key" in err["error"]["message"]
     excluded = err["diagnostics"]["excluded"]
     assert excluded[0]["provider"] == "local" and "no API key" in excluded[0]["reason"]
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("GET", "/v1/models"),
+        ("GET", "/v1/models/no-such-model"),
+        ("GET", "/v1/chat/completions"),
+        ("PUT", "/v1/messages"),
+        ("GET", "/v1/nothing-here"),
+        ("GET", "/health"),
+        ("GET", "/health/ready"),
+        ("GET", "/api/combos"),
+        ("GET", "/metrics"),
+    ],
+)
+def test_every_response_carries_a_request_id(gateway: GatewayThread, method: str, path: str) -> None:
+    r = httpx.request(method, f"{gateway.url}{path}", timeout=10)
+    assert r.headers.get("x-request-id"), (r.status_code, dict(r.headers))
+    echoed = httpx.request(method, f"{gateway.url}{path}", headers={"x-request-id": "mine-1"}, timeout=10)
+    assert echoed.headers["x-request-id"] == "mine-1"
