@@ -38,3 +38,16 @@ def test_no_help_text_shows_an_internal_requirement_id() -> None:
         assert result.exit_code == 0, (path, result.output)
         found = REQUIREMENT_ID.findall(result.output)
         assert not found, f"omniroute {' '.join(path)} --help shows {found}"
+
+
+def test_openapi_document_shows_no_internal_requirement_id() -> None:
+    """``/openapi.json`` and ``/docs`` are read by operators: endpoint and model descriptions leave the
+    team's requirement ids out (the docstrings keep them for the code's readers)."""
+    import orjson
+
+    from omniroute.app import create_app
+    from omniroute.config import Config
+
+    text = orjson.dumps(create_app(Config()).admin.openapi()).decode()
+    assert '"paths"' in text
+    assert not REQUIREMENT_ID.findall(text)

@@ -102,7 +102,7 @@ async def embeddings(gw: Gateway, scope: Scope, receive: Receive, send: Send) ->
         if not plan.targets:
             raise InvalidRequest(
                 f"'{req.model}' is a {plan.kind} route; embeddings go to a provider/model id or a "
-                "bare catalog model id that serves embeddings (API-5).",
+                "bare catalog model id that serves embeddings.",
                 param="model",
             )
         cands = [c for c in gw.planner.expand(plan.targets, decision) if c.provider.format == "openai"]

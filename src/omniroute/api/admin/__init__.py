@@ -9,7 +9,10 @@ error shape (API-6), including validation errors, which name the field.
 from __future__ import annotations
 
 import logging
+import re
+from typing import Any
 
+import orjson
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -117,4 +120,25 @@ def build_admin_app(gw: Gateway) -> FastAPI:
     app.state.gateway = gw
     for module in (core, usage, trial, connections, resilience, combos, auto, auto_scores):
         app.include_router(module.router)
+    _public_descriptions(app)
     return app
+
+
+_REQUIREMENT_IDS = re.compile(
+    r" ?\((?:SPEC )?(?:API|PROV|RES|RESIL|COMBO|AUTO|OBS|OPS|STORE|BEYOND|PERF|SEC|MONEY|FID)-\d+[a-z]?"
+    r"(?:[,;/ ]+(?:API|PROV|RES|RESIL|COMBO|AUTO|OBS|OPS|STORE|BEYOND|PERF|SEC|MONEY|FID)-\d+[a-z]?)*\)"
+)
+
+
+def _public_descriptions(app: FastAPI) -> None:
+    """The OpenAPI document is read by operators: endpoint docstrings keep their requirement ids for
+    the code's readers, the published descriptions leave them out."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = build()
+            app.openapi_schema = orjson.loads(_REQUIREMENT_IDS.sub("", orjson.dumps(schema).decode()))
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

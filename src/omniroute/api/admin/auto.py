@@ -10,7 +10,7 @@ per-API-key exclusions, and quality feedback.
   candidate for the calling key (``candidate_key`` = ``provider/model@connection`` or a connection id);
   ``PUT /v1/auto-combo/{channel}/candidates`` with ``{"exclude": [...], "include": [...]}`` does several.
 - ``POST /v1/auto-combo/feedback`` ``{"request_id", "score"}`` adds a quality observation (0–1) for
-  the candidate that served that request (AUTO-3 ``quality``).
+  the candidate that served that request (the ``quality`` factor of auto routing).
 """
 
 from __future__ import annotations
@@ -182,7 +182,7 @@ class Feedback(BaseModel):
 
 @router.post("/v1/auto-combo/feedback")
 async def feedback(body: Feedback, gw: Gw, key_id: ClientKey) -> dict[str, Any]:
-    """Record quality feedback for the candidate that served ``request_id`` (AUTO-3 ``quality``)."""
+    """Record quality feedback for the candidate that served ``request_id`` (the ``quality`` factor of auto routing)."""
     d = await gw.get_decision(body.request_id)
     served = d.get("served") if d else None
     if not served:

@@ -161,7 +161,7 @@ async def auto_scores(
     ] = "auto",
     api_key: Annotated[str | None, Query(description="API key id or name whose exclusions to show")] = None,
 ) -> ChannelScores:
-    """A channel's candidates with factor scores, weights, reachability and exclusions (AUTO-2/3/8)."""
+    """A channel's candidates with factor scores, weights, reachability and exclusions."""
     return await channel_scores(gw, channel, await api_key_id(gw, api_key, "api_key"))
 
 

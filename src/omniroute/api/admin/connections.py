@@ -59,7 +59,7 @@ WireFormatName = Annotated[str | None, AfterValidator(_wire_format)]
 
 
 class ConnectionIn(BaseModel):
-    """A connection as created or replaced through the API (PROV-3 fields)."""
+    """A connection as created or replaced through the API."""
 
     model_config = ConfigDict(extra="forbid")
 

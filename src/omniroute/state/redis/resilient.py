@@ -108,14 +108,14 @@ class ResilientRoutingState(RoutingState):
                 return True
             if not await self.primary.ping():
                 if self._should_warn():
-                    log.warning("STORE-2: Redis routing state still unavailable; serving local state")
+                    log.warning("Redis routing state still unavailable; serving local state")
                 return False
             try:
                 await self._replay_owed()
             except FAILURES:
                 return False
             self._degraded, self.local = False, None
-            log.warning("STORE-2: Redis routing state reachable again; shared state resumed")
+            log.warning("Redis routing state reachable again; shared state resumed")
             return True
 
     async def aclose(self) -> None:
@@ -141,7 +141,7 @@ class ResilientRoutingState(RoutingState):
             self._degraded, self.local = True, self.fallback.local
             if self._should_warn():
                 log.warning(
-                    "STORE-2: Redis routing state unavailable (%s: %s); serving routing state from "
+                    "Redis routing state unavailable (%s: %s); serving routing state from "
                     "this process and retrying Redis every %g s",
                     type(exc).__name__,
                     exc,
@@ -164,7 +164,7 @@ class ResilientRoutingState(RoutingState):
 
     def _on_error(self, exc: RedisError) -> None:
         if self._should_warn():
-            log.warning("STORE-2: Redis routing state call failed (%s); served locally", exc)
+            log.warning("Redis routing state call failed (%s); served locally", exc)
 
     async def _run(self, op: Callable[[RoutingState], Awaitable[T]]) -> T:
         if not self._degraded:
