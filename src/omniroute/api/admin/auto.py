@@ -182,7 +182,8 @@ class Feedback(BaseModel):
 
 @router.post("/v1/auto-combo/feedback")
 async def feedback(body: Feedback, gw: Gw, key_id: ClientKey) -> dict[str, Any]:
-    """Record quality feedback for the candidate that served ``request_id`` (the ``quality`` factor of auto routing)."""
+    """Record quality feedback for the candidate that served ``request_id`` (the ``quality``
+    factor of auto routing)."""
     d = await gw.get_decision(body.request_id)
     served = d.get("served") if d else None
     if not served:

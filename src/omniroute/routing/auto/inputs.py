@@ -120,7 +120,7 @@ async def reliability_stats(gw: Gateway, now: float) -> dict[str, list[int]]:
 
 
 async def record_feedback(state: RoutingState, key: str, score: float) -> None:
-    """Add one quality observation in [0, 1] for candidate ``key`` (the ``quality`` factor of auto routing)."""
+    """Add one quality observation in [0, 1] for candidate ``key`` (AUTO-3 ``quality``)."""
     v = max(0.0, min(1.0, float(score)))
     await state.incr_counter(f"auto:q:sum:{key}", round(v * 1000))
     await state.incr_counter(f"auto:q:cnt:{key}")
