@@ -157,11 +157,6 @@ def test_plain_answer_through_a_cross_format_combo(
     assert all(fnmatch.fnmatch(row["requested_model"], agent.default_model) for row in main)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Responses input items of type `additional_tools` (Codex's incremental tool delivery, used "
-    "with its default model) are refused instead of being read as tool declarations",
-)
 def test_codex_default_model_plain_answer(launch: Launch, fakes: dict[str, FakeProviderThread]) -> None:
     agent, gw = launch("codex")
     agent.model = None  # type: ignore[attr-defined]
