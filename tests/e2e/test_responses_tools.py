@@ -148,6 +148,21 @@ def test_streamed_custom_tool_call_events(gw: GatewayThread, upstream: str) -> N
     assert events[-1][1]["response"]["output"][-1]["input"] == CODE
 
 
+def test_tool_choice_can_name_a_custom_tool(gw: GatewayThread, fakes: dict[str, FakeProviderThread]) -> None:
+    """``tool_choice: {type: custom, name}`` forces the function the custom tool is declared as."""
+    r = post(
+        gw,
+        {
+            "model": "local-o/model-o",
+            "input": "x",
+            "tools": [EXEC],
+            "tool_choice": {"type": "custom", "name": "exec"},
+        },
+    )
+    assert r.status_code == 200, r.text
+    assert fakes["o"].requests[-1].body["tool_choice"] == {"type": "function", "function": {"name": "exec"}}
+
+
 def test_custom_tool_call_is_replayed_by_previous_response_id(
     gw: GatewayThread, fakes: dict[str, FakeProviderThread]
 ) -> None:

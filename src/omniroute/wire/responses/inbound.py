@@ -222,7 +222,8 @@ def _tool_choice(tc: Any) -> str | dict[str, Any]:
                 f'{{"type": "function", "name": ...}}; got {tc!r}.',
             )
         return tc
-    if isinstance(tc, dict) and tc.get("type") == "function" and isinstance(tc.get("name"), str):
+    # A custom tool is declared upstream as a function of the same name.
+    if isinstance(tc, dict) and tc.get("type") in ("function", "custom") and isinstance(tc.get("name"), str):
         return {"type": "function", "function": {"name": tc["name"]}}
     if isinstance(tc, dict) and tc.get("type") == "allowed_tools":
         return str(tc.get("mode") or "auto")
