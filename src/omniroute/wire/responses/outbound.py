@@ -2,14 +2,17 @@
 
 Response object (https://platform.openai.com/docs/api-reference/responses/object): ``output`` items
 in order — ``reasoning`` (``content: [{type: reasoning_text}]``), ``message`` (one ``output_text``
-part) and one ``function_call`` item per tool call (``call_id`` = the canonical tool-call id) —
+part) and one ``function_call`` item per tool call (``call_id`` = the canonical tool-call id; a
+call of a custom tool is a ``custom_tool_call`` item whose ``input`` is the call's ``{"input": ...}``
+argument) —
 ``status`` ``completed`` or ``incomplete`` (``max_output_tokens`` / ``content_filter``) and ``usage``
 ``{input_tokens, input_tokens_details.cached_tokens, output_tokens, output_tokens_details, total}``.
 
 Stream (…/responses-streaming): ``response.created``, ``response.in_progress``; per item
 ``response.output_item.added`` → (``response.content_part.added`` → ``response.output_text.delta``… →
 ``response.output_text.done`` → ``response.content_part.done`` | ``response.function_call_arguments.delta``…
-→ ``response.function_call_arguments.done`` | ``response.reasoning_text.delta``… →
+→ ``response.function_call_arguments.done`` | one ``response.custom_tool_call_input.delta`` →
+``response.custom_tool_call_input.done`` | ``response.reasoning_text.delta``… →
 ``response.reasoning_text.done``) → ``response.output_item.done``; finally ``response.completed`` (or
 ``response.incomplete``) with the full response and usage. Every event has ``sequence_number``. A
 failure after commit sends ``error`` and ``response.failed`` instead of ``response.completed``.
