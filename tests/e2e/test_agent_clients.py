@@ -157,11 +157,6 @@ def test_plain_answer_through_a_cross_format_combo(
     assert all(fnmatch.fnmatch(row["requested_model"], agent.default_model) for row in main)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Responses input items of type `additional_tools` (Codex's incremental tool delivery, used "
-    "with its default model) are refused instead of being read as tool declarations",
-)
 def test_codex_default_model_plain_answer(launch: Launch, fakes: dict[str, FakeProviderThread]) -> None:
     agent, gw = launch("codex")
     agent.model = None  # type: ignore[attr-defined]
@@ -169,6 +164,21 @@ def test_codex_default_model_plain_answer(launch: Launch, fakes: dict[str, FakeP
     run = agent.run("What is 2 + 2? Answer in one word.")
     assert_ok(run, gw)
     assert "Four, from the gateway." in run.answer
+
+
+def test_codex_default_model_runs_its_custom_exec_tool(
+    launch: Launch, fakes: dict[str, FakeProviderThread]
+) -> None:
+    """With its default model Codex declares the code-mode custom tool ``exec`` in an
+    ``additional_tools`` item; a call of it reaches Codex as a ``custom_tool_call``, Codex runs the
+    script and sends its result back as ``custom_tool_call_output``."""
+    agent, gw = launch("codex")
+    agent.model = None  # type: ignore[attr-defined]
+    script = 'const out = await tools.exec_command({cmd: "cat notes.txt"});\ntext(out)'
+    behave(fakes, CROSS["codex"], spec("strict", call="exec", args={"input": script}))
+    run = agent.run("Read notes.txt and tell me the secret word.")
+    assert_ok(run, gw)
+    assert "Tool result:" in run.answer and SECRET in run.answer, run.describe()
 
 
 # -- (b) a tool-using turn ---------------------------------------------------------------------------

@@ -3,10 +3,12 @@
 Input: a ``POST /v1/responses`` body (https://platform.openai.com/docs/api-reference/responses/create):
 ``model``, ``input`` (a string, or items: messages ``{role, content}`` with ``input_text`` /
 ``input_image`` / ``input_file`` / ``output_text`` parts, ``function_call`` and
-``function_call_output`` items; ``reasoning`` and ``item_reference`` items are skipped),
-``instructions``, ``tools`` (``{type: function, name, description, parameters, strict}``; hosted
-tools are skipped), ``tool_choice``, ``max_output_tokens``, ``temperature``, ``top_p``,
-``parallel_tool_calls``, ``text.format``, ``reasoning.effort``, ``user``, ``stream``.
+``function_call_output``, ``custom_tool_call`` and ``custom_tool_call_output`` items; ``reasoning``
+and ``item_reference`` items are skipped; ``additional_tools`` items declare tools like ``tools``),
+``instructions``, ``tools`` (``{type: function, name, description, parameters, strict}``, ``{type:
+custom, name, description, format}`` and ``{type: namespace, tools}`` whose tools are declared under
+their own names; hosted tools are skipped), ``tool_choice``, ``max_output_tokens``, ``temperature``,
+``top_p``, ``parallel_tool_calls``, ``text.format``, ``reasoning.effort``, ``user``, ``stream``.
 
 ``previous_response_id`` is looked up in the gateway's store (per API key) and its stored
 conversation passed to :func:`to_canonical` as ``history``; instructions of an earlier response are
@@ -15,13 +17,14 @@ not carried over (as in OpenAI's API).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
 from omniroute.errors import InvalidRequest
 from omniroute.wire._common import REASONING_EFFORTS, check_metadata, collapse_text, is_int, is_number
 from omniroute.wire.base import Call, Inbound, ResponseStore
-from omniroute.wire.responses.outbound import ResponsesSurface
+from omniroute.wire.responses.outbound import ResponsesSurface, declared_tools
 
 ROLES = frozenset({"user", "assistant", "system", "developer"})
 TOOL_CHOICES = frozenset({"auto", "none", "required"})
@@ -111,51 +114,93 @@ def input_messages(items: Any) -> list[dict[str, Any]]:
                 out.append({"role": "assistant", "content": "".join(str(p.get("text") or "") for p in parts)})
             else:
                 out.append({"role": role, "content": collapse_text(parts)})
-        elif kind == "function_call":
-            if not isinstance(item.get("call_id"), str) or not isinstance(item.get("name"), str):
-                raise _bad(f"{where}.call_id", f"'{where}' needs string 'call_id' and 'name'.")
-            call = {
-                "id": item["call_id"],
-                "type": "function",
-                "function": {"name": item["name"], "arguments": str(item.get("arguments") or "{}")},
-            }
-            last = out[-1] if out else None
-            if last is not None and last["role"] == "assistant":
-                last.setdefault("tool_calls", []).append(call)
-                if not last.get("content"):
-                    last["content"] = None
-            else:
-                out.append({"role": "assistant", "content": None, "tool_calls": [call]})
-        elif kind == "function_call_output":
+        elif kind in ("function_call", "custom_tool_call"):
+            _append_call(out, item, where)
+        elif kind in ("function_call_output", "custom_tool_call_output"):
             if not isinstance(item.get("call_id"), str):
                 raise _bad(f"{where}.call_id", f"'{where}.call_id' is required.")
             out.append(
                 {"role": "tool", "tool_call_id": item["call_id"], "content": _output_text(item.get("output"))}
             )
-        elif kind in ("reasoning", "item_reference"):
-            continue
+        elif kind in ("reasoning", "item_reference", "additional_tools"):
+            continue  # additional_tools are read by declared_tools
         else:
             raise _bad(
                 f"{where}.type",
-                f"'{where}.type' must be message, function_call or function_call_output; got {kind!r}.",
+                f"'{where}.type' must be message, function_call, function_call_output, custom_tool_call, "
+                f"custom_tool_call_output, reasoning, item_reference or additional_tools; got {kind!r}.",
             )
     return out
 
 
+def _append_call(out: list[dict[str, Any]], item: Mapping[str, Any], where: str) -> None:
+    """A ``function_call`` or ``custom_tool_call`` item → a tool call of the preceding assistant
+    message (a new one if there is none); a custom call's free-form ``input`` becomes the arguments
+    ``{"input": ...}`` of the function the custom tool is declared as upstream."""
+    if not isinstance(item.get("call_id"), str) or not isinstance(item.get("name"), str):
+        raise _bad(f"{where}.call_id", f"'{where}' needs string 'call_id' and 'name'.")
+    if item.get("type") == "custom_tool_call":
+        arguments = json.dumps({"input": str(item.get("input") or "")})
+    else:
+        arguments = str(item.get("arguments") or "{}")
+    call = {
+        "id": item["call_id"],
+        "type": "function",
+        "function": {"name": item["name"], "arguments": arguments},
+    }
+    last = out[-1] if out else None
+    if last is not None and last["role"] == "assistant":
+        last.setdefault("tool_calls", []).append(call)
+        if not last.get("content"):
+            last["content"] = None
+    else:
+        out.append({"role": "assistant", "content": None, "tool_calls": [call]})
+
+
+CUSTOM_TOOL_NOTE = (
+    "This tool takes free-form text, not JSON: put the whole input, verbatim, in the string "
+    "parameter `input`."
+)
+"""Appended to a custom tool's description where it is declared to an upstream as a function."""
+
+
+def _custom_function(t: Mapping[str, Any]) -> dict[str, Any]:
+    """A custom tool (free-form or grammar input) → a function with one string parameter ``input``
+    whose description says it takes free-form text (and the grammar the text must follow)."""
+    note = CUSTOM_TOOL_NOTE
+    fmt = t.get("format")
+    if isinstance(fmt, dict) and fmt.get("type") == "grammar" and fmt.get("definition"):
+        note += f" The text must follow this {fmt.get('syntax') or ''} grammar:\n{fmt['definition']}"
+    description = f"{t['description']}\n\n{note}" if t.get("description") else note
+    return {
+        "name": t["name"],
+        "description": description,
+        "parameters": {
+            "type": "object",
+            "properties": {"input": {"type": "string", "description": "The tool's free-form input."}},
+            "required": ["input"],
+        },
+    }
+
+
 def _tools(body: Mapping[str, Any]) -> list[dict[str, Any]]:
-    tools = body.get("tools")
-    if tools is None:
-        return []
-    if not isinstance(tools, list):
-        raise _bad("tools", "'tools' must be an array.")
+    """Function and custom tools of ``tools`` and of ``additional_tools`` input items → canonical
+    function tools; raises :class:`InvalidRequest` naming a tool without a name or declared twice."""
     out: list[dict[str, Any]] = []
-    for i, t in enumerate(tools):
-        if not isinstance(t, dict):
-            raise _bad(f"tools[{i}]", f"'tools[{i}]' must be an object.")
-        if t.get("type") != "function":
-            continue  # hosted tools (web_search, file_search …) are not served by chat upstreams
+    seen: set[str] = set()
+    for where, t in declared_tools(body):
         if not isinstance(t.get("name"), str) or not t["name"]:
-            raise _bad(f"tools[{i}].name", f"'tools[{i}].name' must be a non-empty string.")
+            raise _bad(f"{where}.name", f"'{where}.name' must be a non-empty string.")
+        if t["name"] in seen:
+            raise _bad(
+                f"{where}.name",
+                f"'{where}.name': tool {t['name']!r} is declared twice (namespaced tools are declared "
+                "to the model under their own names, which must be unique).",
+            )
+        seen.add(t["name"])
+        if t["type"] == "custom":
+            out.append({"type": "function", "function": _custom_function(t)})
+            continue
         fn: dict[str, Any] = {
             "name": t["name"],
             "parameters": t.get("parameters") or {"type": "object", "properties": {}},
@@ -177,7 +222,8 @@ def _tool_choice(tc: Any) -> str | dict[str, Any]:
                 f'{{"type": "function", "name": ...}}; got {tc!r}.',
             )
         return tc
-    if isinstance(tc, dict) and tc.get("type") == "function" and isinstance(tc.get("name"), str):
+    # A custom tool is declared upstream as a function of the same name.
+    if isinstance(tc, dict) and tc.get("type") in ("function", "custom") and isinstance(tc.get("name"), str):
         return {"type": "function", "function": {"name": tc["name"]}}
     if isinstance(tc, dict) and tc.get("type") == "allowed_tools":
         return str(tc.get("mode") or "auto")

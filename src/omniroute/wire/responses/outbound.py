@@ -2,14 +2,17 @@
 
 Response object (https://platform.openai.com/docs/api-reference/responses/object): ``output`` items
 in order — ``reasoning`` (``content: [{type: reasoning_text}]``), ``message`` (one ``output_text``
-part) and one ``function_call`` item per tool call (``call_id`` = the canonical tool-call id) —
+part) and one ``function_call`` item per tool call (``call_id`` = the canonical tool-call id; a
+call of a custom tool is a ``custom_tool_call`` item whose ``input`` is the call's ``{"input": ...}``
+argument) —
 ``status`` ``completed`` or ``incomplete`` (``max_output_tokens`` / ``content_filter``) and ``usage``
 ``{input_tokens, input_tokens_details.cached_tokens, output_tokens, output_tokens_details, total}``.
 
 Stream (…/responses-streaming): ``response.created``, ``response.in_progress``; per item
 ``response.output_item.added`` → (``response.content_part.added`` → ``response.output_text.delta``… →
 ``response.output_text.done`` → ``response.content_part.done`` | ``response.function_call_arguments.delta``…
-→ ``response.function_call_arguments.done`` | ``response.reasoning_text.delta``… →
+→ ``response.function_call_arguments.done`` | one ``response.custom_tool_call_input.delta`` →
+``response.custom_tool_call_input.done`` | ``response.reasoning_text.delta``… →
 ``response.reasoning_text.done``) → ``response.output_item.done``; finally ``response.completed`` (or
 ``response.incomplete``) with the full response and usage. Every event has ``sequence_number``. A
 failure after commit sends ``error`` and ``response.failed`` instead of ``response.completed``.
@@ -17,12 +20,13 @@ failure after commit sends ``error`` and ``response.failed`` instead of ``respon
 
 from __future__ import annotations
 
+import json
 import logging
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from omniroute.errors import GatewayError
+from omniroute.errors import GatewayError, InvalidRequest
 from omniroute.values import ChatRequest, Usage
 from omniroute.wire._common import SSE_COMMENT, new_id, reasoning_text, sse, text_of, usage_numbers
 from omniroute.wire.base import ResponseStore
@@ -34,6 +38,52 @@ RESPONSE_TTL_S = 30 * 24 * 3600.0
 """How long a stored response stays readable by ``previous_response_id`` (OpenAI keeps 30 days)."""
 
 _INCOMPLETE = {"length": "max_output_tokens", "content_filter": "content_filter"}
+
+
+def _tool_list(tools: Any, where: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    if not isinstance(tools, list):
+        raise InvalidRequest(f"'{where}' must be an array.", param=where)
+    for i, t in enumerate(tools):
+        here = f"{where}[{i}]"
+        if not isinstance(t, dict):
+            raise InvalidRequest(f"'{here}' must be an object.", param=here)
+        if t.get("type") == "namespace":
+            yield from _tool_list(t.get("tools") or [], f"{here}.tools")
+        elif t.get("type") in ("function", "custom"):
+            yield here, t
+        # hosted tools (web_search, file_search …) are not served by chat upstreams
+
+
+def declared_tools(body: Mapping[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every ``function`` and ``custom`` tool a Responses body declares, as ``(field path, tool)``:
+    those of ``tools`` and of ``additional_tools`` input items (how Codex CLI delivers its tools),
+    namespaces (``{type: namespace, name, tools}``) flattened; raises :class:`InvalidRequest` when a
+    tool list is not an array of objects."""
+    if body.get("tools") is not None:
+        yield from _tool_list(body["tools"], "tools")
+    items = body.get("input")
+    for i, item in enumerate(items if isinstance(items, list) else ()):
+        if isinstance(item, dict) and item.get("type") == "additional_tools":
+            yield from _tool_list(item.get("tools"), f"input[{i}].tools")
+
+
+def custom_tool_names(body: Mapping[str, Any]) -> frozenset[str]:
+    """Names of the custom tools a (validated) Responses body declares: their calls go back to the
+    client as ``custom_tool_call`` items."""
+    return frozenset(t["name"] for _, t in declared_tools(body) if t["type"] == "custom")
+
+
+def custom_input(arguments: str) -> str:
+    """A custom tool's free-form input from the arguments ``{"input": ...}`` of the function it was
+    declared as upstream (the raw arguments when a model sent something else)."""
+    try:
+        parsed = json.loads(arguments)
+    except ValueError:
+        return arguments
+    value = parsed.get("input") if isinstance(parsed, dict) else None
+    if isinstance(value, str):
+        return value
+    return arguments
 
 
 def responses_usage(prompt: int, completion: int, cached: int, reasoning: int = 0) -> dict[str, Any]:
@@ -93,8 +143,22 @@ def _message_item(text: str, status: str = "completed", item_id: str | None = No
 
 
 def _call_item(
-    call_id: str, name: str, arguments: str, status: str = "completed", item_id: str | None = None
+    call_id: str,
+    name: str,
+    arguments: str,
+    status: str = "completed",
+    item_id: str | None = None,
+    custom: bool = False,
 ) -> dict[str, Any]:
+    if custom:
+        return {
+            "id": item_id or new_id("ctc_"),
+            "type": "custom_tool_call",
+            "status": status,
+            "call_id": call_id,
+            "name": name,
+            "input": custom_input(arguments),
+        }
     return {
         "id": item_id or new_id("fc_"),
         "type": "function_call",
@@ -128,12 +192,12 @@ def render_response(
     text = text_of(msg.get("content"))
     if text:
         out["output"].append(_message_item(text))
-    calls = msg.get("tool_calls") or []
-    for tc in calls:
+    custom = custom_tool_names(body)
+    for tc in msg.get("tool_calls") or []:
         fn = tc.get("function") or {}
-        out["output"].append(
-            _call_item(tc.get("id") or new_id("call_"), fn.get("name") or "", fn.get("arguments") or "")
-        )
+        name = fn.get("name") or ""
+        call_id = tc.get("id") or new_id("call_")
+        out["output"].append(_call_item(call_id, name, fn.get("arguments") or "", custom=name in custom))
     _finish_status(out, choice.get("finish_reason"))
     prompt, completion, cached = usage_numbers(resp.get("usage"))
     details = (resp.get("usage") or {}).get("completion_tokens_details") or {}
@@ -144,12 +208,19 @@ def render_response(
 def stored_assistant(output: list[dict[str, Any]]) -> dict[str, Any]:
     """This turn's canonical assistant message as kept for ``previous_response_id``, from the
     response's ``output`` items: the text of its message items and one tool call per
-    ``function_call`` item, with the call id the client saw."""
+    ``function_call`` / ``custom_tool_call`` item, with the call id the client saw."""
     text = "".join(i["content"][0]["text"] for i in output if i["type"] == "message")
     calls = [
-        {"id": i["call_id"], "type": "function", "function": {"name": i["name"], "arguments": i["arguments"]}}
+        {
+            "id": i["call_id"],
+            "type": "function",
+            "function": {
+                "name": i["name"],
+                "arguments": json.dumps({"input": i["input"]}) if "input" in i else i["arguments"],
+            },
+        }
         for i in output
-        if i["type"] == "function_call"
+        if i["type"] in ("function_call", "custom_tool_call")
     ]
     msg: dict[str, Any] = {"role": "assistant", "content": text or (None if calls else "")}
     if calls:
@@ -182,6 +253,8 @@ class ResponsesStreamEncoder:
         self.open: dict[str, Any] | None = None
         self.text = ""
         self.calls: dict[int, dict[str, Any]] = {}
+        self.custom = custom_tool_names(body)
+        self.custom_args: dict[str, str] = {}  # item id → the arguments ``{"input": ...}`` so far
         self.finish: str | None = None
 
     def _ev(self, kind: str, **fields: Any) -> bytes:
@@ -244,6 +317,16 @@ class ResponsesStreamEncoder:
                 content_index=0,
                 part={"type": "reasoning_text", "text": text},
             )
+        elif item["type"] == "custom_tool_call":
+            # The input arrives as JSON fragments of {"input": ...}; it is sent whole once complete.
+            item["input"] = custom_input(self.custom_args.pop(item["id"], ""))
+            for kind, field in (("delta", "delta"), ("done", "input")):
+                out += self._ev(
+                    f"response.custom_tool_call_input.{kind}",
+                    item_id=item["id"],
+                    output_index=idx,
+                    **{field: item["input"]},
+                )
         else:
             out += self._ev(
                 "response.function_call_arguments.done",
@@ -331,11 +414,16 @@ class ResponsesStreamEncoder:
             ti = tc.get("index", pos)
             fn = tc.get("function") or {}
             if ti not in self.calls:
-                item = _call_item(tc.get("id") or new_id("call_"), fn.get("name") or "", "", "in_progress")
+                name = fn.get("name") or ""
+                item = _call_item(
+                    tc.get("id") or new_id("call_"), name, "", "in_progress", custom=name in self.custom
+                )
                 out += self._open(item)
                 self.calls[ti] = item
             item = self.calls[ti]
-            if fn.get("arguments"):
+            if fn.get("arguments") and item["type"] == "custom_tool_call":
+                self.custom_args[item["id"]] = self.custom_args.get(item["id"], "") + fn["arguments"]
+            elif fn.get("arguments"):
                 item["arguments"] += fn["arguments"]
                 out += self._ev(
                     "response.function_call_arguments.delta",
