@@ -28,7 +28,7 @@ from omniroute.api.deadlines import BodyDeadlines
 from omniroute.clock import Clock, SystemClock
 from omniroute.config import Config, ConfigError
 from omniroute.core.combo import Combo, ComboMapping, missing_targets
-from omniroute.errors import AuthenticationFailed, BudgetExceeded, PermissionDenied
+from omniroute.errors import AuthenticationFailed, BudgetExceeded, ModelNotFound, PermissionDenied
 from omniroute.observe.batch import BatchWriter
 from omniroute.observe.metrics import Metrics
 from omniroute.providers.catalog import Catalog
@@ -196,8 +196,8 @@ class Gateway:
     def _check_config_references(self) -> None:
         """Checks the config schema cannot make (OPS-2): every connection names a known provider and
         every non-auto combo has targets and every ``model_aliases`` route resolves. Raises
-        :class:`ConfigError` naming the key; warns about API
-        keys whose secret is empty (an unset ``${ENV}`` reference admits nobody)."""
+        :class:`ConfigError` naming the key; warns about API keys whose secret is empty (an unset
+        ``${ENV}`` reference admits nobody)."""
         errors: list[tuple[str, str]] = []
         for i, c in enumerate(self.config.connections):
             if self.catalog.provider(c.provider) is None:
@@ -322,11 +322,15 @@ class Gateway:
 
     def _alias_models(self, listed: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """One entry per ``model_aliases`` match (SPEC §4) with ``alias_of`` = its route and the
-        ``context_length``/``max_output_tokens`` of what it routes to (``listed``: the other ids)."""
+        ``context_length``/``max_output_tokens`` of what it routes to (``listed``: the other ids). An
+        alias whose route stopped resolving (its combo deleted at run time) is left out."""
         by_id = {m["id"]: m for m in listed}
         out: list[dict[str, Any]] = []
         for a in self.registry.aliases:
-            plan = resolve_route(self.registry, a.route)
+            try:
+                plan = resolve_route(self.registry, a.route)
+            except ModelNotFound:
+                continue
             if plan.targets:
                 ctx = max((t.model.context_window or 0 for t in plan.targets), default=0) or None
                 mo = max((t.model.max_output_tokens or 0 for t in plan.targets), default=0) or None

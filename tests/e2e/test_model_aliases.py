@@ -212,3 +212,16 @@ def test_1m_suffix_is_dropped_for_other_families_and_aliases_match_the_bare_id(
     assert "[1m]" not in str(sent.model)
     assert "[1m]" not in str(sent.body.get("model", ""))
     assert "anthropic-beta" not in sent.headers
+
+
+def test_alias_whose_combo_is_deleted_at_run_time_leaves_the_listing_and_answers_404(
+    gw: GatewayThread,
+) -> None:
+    """Deleting ``my-combo`` through the management API: ``/v1/models`` still answers (without the
+    ``claude-*`` alias) and a request for it is a 404 ``model_not_found``, never a 500."""
+    assert httpx.delete(f"{gw.url}/api/combos/my-combo", timeout=10).status_code == 200
+    models = {m["id"] for m in httpx.get(f"{gw.base_url}/models", timeout=10).json()["data"]}
+    assert "claude-*" not in models and "gpt-*-codex" in models
+    body = {"model": "claude-sonnet-4-6", "messages": [{"role": "user", "content": "hi"}]}
+    r = httpx.post(f"{gw.base_url}/chat/completions", json=body, timeout=20)
+    assert r.status_code == 404 and r.json()["error"]["code"] == "model_not_found"

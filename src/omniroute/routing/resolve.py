@@ -107,15 +107,11 @@ def resolve(reg: Registry, model: str) -> Plan:
 def _resolve(reg: Registry, model: str) -> Plan:
     context_1m = model.lower().endswith(CONTEXT_1M_SUFFIX)
     bare = model[: -len(CONTEXT_1M_SUFFIX)] if context_1m else model
-    combo = reg.combos.get(bare)
-    if combo is not None:
-        plan = _combo_plan(bare, combo, "combo")
+    alias = None if bare in reg.combos else _match_alias(reg.aliases, bare)
+    if alias is None:
+        plan = resolve_route(reg, bare)
     else:
-        alias = _match_alias(reg.aliases, bare)
-        if alias is None:
-            plan = resolve_route(reg, bare)
-        else:
-            plan = replace(resolve_route(reg, alias.route), route="alias")
+        plan = replace(resolve_route(reg, alias.route), route="alias")
     return replace(plan, context_1m=True) if context_1m else plan
 
 
