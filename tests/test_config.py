@@ -16,6 +16,7 @@ from omniroute.config import (
     Config,
     ConfigError,
     ConnectionConfig,
+    ModelAliasConfig,
     config_from_dict,
     load_config,
 )
@@ -660,3 +661,19 @@ def test_resilience_doc_spells_out_the_builtin_defaults(tmp_path: Path) -> None:
     for section in dataclasses.fields(cfg.resilience):
         for knob in dataclasses.fields(getattr(cfg.resilience, section.name)):
             assert f"`{section.name}.{knob.name}`" in doc, (section.name, knob.name)
+
+
+def test_model_aliases_keep_file_order_and_name_a_bad_entry() -> None:
+    """SPEC §4 addition: ``model_aliases`` is a list of ``{match, route}`` in file order; a missing or
+    empty field or an unknown key is an error naming ``model_aliases[i].<field>``."""
+    cfg = config_from_dict(
+        {"model_aliases": [{"match": "claude-*", "route": "c"}, {"match": "gpt-5", "route": "auto"}]}, env={}
+    )
+    assert cfg.model_aliases == (ModelAliasConfig("claude-*", "c"), ModelAliasConfig("gpt-5", "auto"))
+    assert "model_aliases[1].route" in error_of(
+        {"model_aliases": [{"match": "a", "route": "b"}, {"match": "x"}]}
+    )
+    assert "model_aliases[0].match" in error_of({"model_aliases": [{"match": "", "route": "b"}]})
+    assert "model_aliases[0].combo" in error_of(
+        {"model_aliases": [{"match": "a", "route": "b", "combo": "c"}]}
+    )

@@ -28,7 +28,7 @@ from omniroute.api.deadlines import BodyDeadlines
 from omniroute.clock import Clock, SystemClock
 from omniroute.config import Config, ConfigError
 from omniroute.core.combo import Combo, ComboMapping, missing_targets
-from omniroute.errors import AuthenticationFailed, BudgetExceeded, PermissionDenied
+from omniroute.errors import AuthenticationFailed, BudgetExceeded, ModelNotFound, PermissionDenied
 from omniroute.observe.batch import BatchWriter
 from omniroute.observe.metrics import Metrics
 from omniroute.providers.catalog import Catalog
@@ -38,7 +38,7 @@ from omniroute.routing.engine import Engine, Outcome, RetrySettings, StreamOutco
 from omniroute.routing.multicall import execute_multi_call, is_multi_call
 from omniroute.routing.plan import Planner
 from omniroute.routing.registry import Registry
-from omniroute.routing.resolve import resolve
+from omniroute.routing.resolve import check_alias_routes, resolve, resolve_route, with_context_1m_beta
 from omniroute.simulated import SAMPLE_COMBO, SimulatedFleet
 from omniroute.state.base import RoutingState
 from omniroute.state.memory import MemoryRoutingState
@@ -195,8 +195,9 @@ class Gateway:
 
     def _check_config_references(self) -> None:
         """Checks the config schema cannot make (OPS-2): every connection names a known provider and
-        every non-auto combo has targets. Raises :class:`ConfigError` naming the key; warns about API
-        keys whose secret is empty (an unset ``${ENV}`` reference admits nobody)."""
+        every non-auto combo has targets and every ``model_aliases`` route resolves. Raises
+        :class:`ConfigError` naming the key; warns about API keys whose secret is empty (an unset
+        ``${ENV}`` reference admits nobody)."""
         errors: list[tuple[str, str]] = []
         for i, c in enumerate(self.config.connections):
             if self.catalog.provider(c.provider) is None:
@@ -211,6 +212,7 @@ class Gateway:
             missing = missing_targets(combo)
             if missing is not None:
                 errors.append((f"combos[{i}].targets", f"combo '{combo.name}': {missing}"))
+        errors.extend(check_alias_routes(self.registry))
         if errors:
             raise ConfigError(errors)
         for i, k in enumerate(self.config.api_keys):
@@ -263,6 +265,7 @@ class Gateway:
             combos,
             [ComboMapping.from_row(row) for row in await self.store.list_mappings()],
             version=self.registry.version + 1,
+            aliases=self.config.model_aliases,
         )
         self.keys_by_hash = {k["key_hash"]: k for k in await self.store.api_keys_for_auth()}
         self.keys_by_id = {k["id"]: k for k in self.keys_by_hash.values()}
@@ -314,6 +317,37 @@ class Gateway:
                 }
             )
         out.extend(self.auto_models())
+        out.extend(self._alias_models(out))
+        return out
+
+    def _alias_models(self, listed: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """One entry per ``model_aliases`` match (SPEC §4) with ``alias_of`` = its route and the
+        ``context_length``/``max_output_tokens`` of what it routes to (``listed``: the other ids). An
+        alias whose route stopped resolving (its combo deleted at run time) is left out."""
+        by_id = {m["id"]: m for m in listed}
+        out: list[dict[str, Any]] = []
+        for a in self.registry.aliases:
+            try:
+                plan = resolve_route(self.registry, a.route)
+            except ModelNotFound:
+                continue
+            if plan.targets:
+                ctx = max((t.model.context_window or 0 for t in plan.targets), default=0) or None
+                mo = max((t.model.max_output_tokens or 0 for t in plan.targets), default=0) or None
+            else:
+                target = by_id.get(plan.combo.name if plan.combo else plan.requested) or by_id.get("auto", {})
+                ctx, mo = target.get("context_length"), target.get("max_output_tokens")
+            out.append(
+                {
+                    "id": a.match,
+                    "object": "model",
+                    "created": 0,
+                    "owned_by": "alias",
+                    "context_length": ctx,
+                    "max_output_tokens": mo,
+                    "alias_of": a.route,
+                }
+            )
         return out
 
     def auto_models(self) -> list[dict[str, Any]]:
@@ -397,6 +431,8 @@ class Gateway:
             decision = Decision(request_id=req.request_id, requested_model=req.model, ts=self.clock.time())
         plan = resolve(self.registry, req.model)
         decision.route = plan.route
+        if plan.context_1m:  # keep the [1m] intent; only Anthropic-format upstreams receive the header
+            req.headers["anthropic-beta"] = with_context_1m_beta(req.headers.get("anthropic-beta"))
         if is_multi_call(plan.combo):  # fusion / pipeline call several models (COMBO-5, COMBO-6)
             try:
                 return await execute_multi_call(self, req, plan, decision), decision

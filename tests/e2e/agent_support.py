@@ -5,7 +5,7 @@
   wrote.
 - `agent_config`: a gateway in front of the three session fakes, one per wire format — provider ``oa``
   (OpenAI format, fake O), ``an`` (Anthropic, fake C), ``ge`` (Gemini, fake G), model ``m`` each —
-  with one combo per family (``via-openai`` …) and the model-combo mappings a test gives, which is
+  with one combo per family (``via-openai`` …) and the model aliases a test gives, which is
   how an agent's default model name lands on a cross-format combo today.
 - `Agent` and its subclasses: how each client is pointed at the gateway (the same settings
   ``docs/CLIENTS.md`` shows), run in print mode in a temporary workspace, continued for a second
@@ -76,12 +76,12 @@ def answer(text: str) -> str:
 def agent_config(
     fakes: dict[str, FakeProviderThread],
     tmp: Path,
-    mappings: list[tuple[str, str]],
+    aliases: list[tuple[str, str]],
     **server: Any,
 ) -> dict[str, Any]:
     """Gateway config: providers ``oa``/``an``/``ge``, combos ``via-openai``/``via-anthropic``/
     ``via-gemini``/``gemini-router`` (fake G's model ``r``, for Gemini CLI's routing requests) and
-    ``mappings`` as (glob, combo) pairs, first highest priority."""
+    ``model_aliases`` from (glob, combo) pairs, the first match wins."""
     model = {
         "id": "m",
         "context_window": 1_000_000,
@@ -108,10 +108,7 @@ def agent_config(
         "providers": providers,
         "connections": [{"id": f"{pid}1", "provider": pid, "api_key": f"sk-{pid}"} for pid, _ in PROVIDERS],
         "combos": combos,
-        "model_combo_mappings": [
-            {"pattern": pattern, "combo": combo, "priority": 100 - index}
-            for index, (pattern, combo) in enumerate(mappings)
-        ],
+        "model_aliases": [{"match": pattern, "route": combo} for pattern, combo in aliases],
         "resilience": {"timeouts": {"connect_s": 5, "ttft_s": 60, "idle_s": 60, "total_s": 180}},
     }
 

@@ -3,7 +3,7 @@
 Claude Code, Codex CLI, Gemini CLI, opencode, ``llm`` and aider — installed by
 ``scripts/install-agents.sh`` (pinned versions, a cache outside the repository) — are pointed at a
 gateway in front of the fake providers exactly as ``docs/CLIENTS.md`` says. Each client's default
-model name is routed by a model-combo mapping to a combo of ANOTHER wire format (Anthropic client →
+model name is routed by a ``model_aliases`` entry to a combo of ANOTHER wire format (Anthropic client →
 OpenAI-format upstream, Gemini CLI → Anthropic-format upstream …). Per client:
 
 - a plain answer, and the model name the client sent as the gateway recorded it;
@@ -69,15 +69,15 @@ def launch(
     make_gateway: Callable[..., GatewayThread], fakes: dict[str, FakeProviderThread], tmp_path: Path
 ) -> Launch:
     """``launch(client, family=None, **server)`` → (the client set up against a fresh gateway whose
-    mappings send its default model to ``via-<family>``, that gateway)."""
+    aliases send its default model to ``via-<family>``, that gateway)."""
 
     def start(client: str, family: str | None = None, **server: Any) -> tuple[Agent, GatewayThread]:
         cache = installed(client)
         agent_cls = AGENTS[client]
-        mappings = [(GeminiCli.router_model, "gemini-router")] if client == "gemini" else []
-        mappings.append((agent_cls.default_model, f"via-{family or CROSS[client]}"))
+        aliases = [(GeminiCli.router_model, "gemini-router")] if client == "gemini" else []
+        aliases.append((agent_cls.default_model, f"via-{family or CROSS[client]}"))
         fakes["g"].set_behaviour("r", "m+" + answer(GeminiCli.router_answer))
-        gw = make_gateway(replace=agent_config(fakes, tmp_path, mappings, **server))
+        gw = make_gateway(replace=agent_config(fakes, tmp_path, aliases, **server))
         return agent_cls(cache, gw.url, tmp_path / client), gw
 
     return start
@@ -259,7 +259,7 @@ def test_plain_answer_from_the_real_local_model(
             ],
             "connections": [{"id": "llama1", "provider": "llama", "api_key": "none"}],
             "combos": [{"name": "local", "strategy": "priority", "targets": [{"model": "llama/smollm2"}]}],
-            "model_combo_mappings": [{"pattern": agent_cls.default_model, "combo": "local"}],
+            "model_aliases": [{"match": agent_cls.default_model, "route": "local"}],
             "resilience": {"timeouts": {"ttft_s": 120, "idle_s": 60, "total_s": 240}},
         }
     )

@@ -48,6 +48,7 @@ __all__ = [
     "ConnectionConfig",
     "CooldownConfig",
     "LockoutConfig",
+    "ModelAliasConfig",
     "ModelConfig",
     "ProviderConfig",
     "ResilienceConfig",
@@ -254,6 +255,17 @@ class ConnectionConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class ModelAliasConfig:
+    """One ``model_aliases`` entry (an addition to the OPS-2 contract, SPEC §4): a client's model id
+    ``match`` (an exact id, or a case-insensitive ``*``/``?`` glob) routed as ``route`` (any routable
+    model string: combo name, ``combo/<name>``, ``provider/model``, ``auto…`` or a catalog id).
+    """
+
+    match: str
+    route: str
+
+
+@dataclass(frozen=True, slots=True)
 class ChainEntryConfig:
     """One entry of a declarative fallback chain (RESIL-4): ``priority`` lower first (defaults to the
     entry's index in the file's list); disabled entries are skipped.
@@ -353,7 +365,8 @@ class Config:
 
     ``fallback_chains`` maps a model id to its chain entries (RESIL-4). ``combos`` and
     ``model_combo_mappings`` use the shared combo schema (:mod:`omniroute.core.combo`, COMBO-1,
-    COMBO-2). ``combo_defaults`` holds the global level of the combo → global → default cascade
+    COMBO-2). ``model_aliases`` route client model ids (agents' defaults) to a routable string, in
+    file order (SPEC §4). ``combo_defaults`` holds the global level of the combo → global → default cascade
     (COMBO-3/COMBO-4: e.g. ``stickyRoundRobinLimit``; the deep-frozen options map of
     :class:`~omniroute.core.combo.ComboOptions`), an addition to the OPS-2 contract. ``source_path``
     is the file that was read, or ``None``. Config-declared objects win over stored copies with the
@@ -370,6 +383,7 @@ class Config:
     connections: tuple[ConnectionConfig, ...] = ()
     combos: tuple[Combo, ...] = ()
     model_combo_mappings: tuple[ComboMapping, ...] = ()
+    model_aliases: tuple[ModelAliasConfig, ...] = ()
     fallback_chains: Mapping[str, tuple[ChainEntryConfig, ...]] = field(default_factory=_empty_chains)
     resilience: ResilienceConfig = field(default_factory=ResilienceConfig)
     auto: AutoConfig = field(default_factory=AutoConfig)

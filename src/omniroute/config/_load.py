@@ -59,6 +59,7 @@ from omniroute.config import (
     ConnectionConfig,
     CooldownConfig,
     LockoutConfig,
+    ModelAliasConfig,
     ModelConfig,
     ProviderConfig,
     ResilienceConfig,
@@ -201,6 +202,11 @@ class _ChainEntry(_Edge):
     enabled: bool = True
 
 
+class _ModelAlias(_Edge):
+    match: _Str
+    route: _Str
+
+
 class _CircuitBreaker(_Edge):
     failure_threshold: Int = Field(DEFAULT_FAILURE_THRESHOLD, ge=1)
     reset_timeout_s: Number = Field(DEFAULT_RESET_TIMEOUT_S, gt=0)
@@ -261,6 +267,7 @@ class _Root(_Edge):
     connections: list[_Connection] | None = None
     combos: list[Combo] | None = None
     model_combo_mappings: list[ComboMapping] | None = None
+    model_aliases: list[_ModelAlias] | None = None
     fallback_chains: dict[str, list[_ChainEntry] | None] | None = None
     resilience: _Resilience | None = None
     auto: _Auto | None = None
@@ -392,6 +399,7 @@ def _convert(root: _Root, errors: list[tuple[str, str]]) -> Config:
         connections=connections,
         combos=combos,
         model_combo_mappings=tuple(root.model_combo_mappings or ()),
+        model_aliases=tuple(ModelAliasConfig(a.match, a.route) for a in root.model_aliases or ()),
         fallback_chains=MappingProxyType(chains),
         resilience=resilience,
         auto=auto,

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from omniroute.config import ModelAliasConfig
 from omniroute.core.combo import Combo, ComboMapping
 from omniroute.providers.catalog import Catalog
 from omniroute.values import Connection, ModelInfo, ProviderInfo
@@ -30,7 +31,8 @@ class ChainEntry:
 class Registry:
     """Routing's read model. ``connections`` is keyed by provider id, each list sorted by priority;
     ``combos`` holds the enabled combos by name (``combos_lower``: lower-case name → name);
-    ``mappings`` the enabled model→combo mappings, highest priority first."""
+    ``mappings`` the enabled model→combo mappings, highest priority first; ``aliases`` the config's
+    ``model_aliases`` in file order (SPEC §4)."""
 
     catalog: Catalog
     connections: dict[str, list[Connection]] = field(default_factory=dict)
@@ -39,6 +41,7 @@ class Registry:
     combos: dict[str, Combo] = field(default_factory=dict)
     combos_lower: dict[str, str] = field(default_factory=dict)
     mappings: list[ComboMapping] = field(default_factory=list)
+    aliases: tuple[ModelAliasConfig, ...] = ()
     version: int = 0
     # Read models derived from this snapshot (e.g. expanded combo targets), dropped with it.
     memo: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
@@ -51,6 +54,7 @@ class Registry:
         combos: Iterable[Combo] = (),
         mappings: Iterable[ComboMapping] = (),
         version: int = 0,
+        aliases: Iterable[ModelAliasConfig] = (),
     ) -> Registry:
         """Assemble a snapshot; connections of each provider ordered by ``priority`` then id (PROV-3)."""
         by_provider: dict[str, list[Connection]] = {}
@@ -79,6 +83,7 @@ class Registry:
             combos=combo_map,
             combos_lower={name.lower(): name for name in combo_map},
             mappings=sorted((m for m in mappings if m.enabled), key=lambda m: -m.priority),
+            aliases=tuple(aliases),
             version=version,
         )
 

@@ -1,6 +1,9 @@
 """Model resolution: the model string → a routing :class:`Plan` (SPEC §4).
 
-Order: 1. exact combo name; 2. ``combo/<name>``; 3. model→combo glob mappings (case-insensitive,
+Known client suffixes are stripped first: Claude Code's ``[1m]`` (asking for the 1M-token context)
+leaves the bare id and sets :attr:`Plan.context_1m`. Order: 1. exact combo name; 1a. ``model_aliases``
+(exact id or case-insensitive glob, file order) → their ``route``, resolved by the steps below
+without aliases; 2. ``combo/<name>``; 3. model→combo glob mappings (case-insensitive,
 highest priority first, disabled skipped); 4. ``auto`` and its variants; 5. ``provider/model`` (id or
 alias); 6. a bare catalog model id through its fallback chain (RESIL-4), else every connected provider
 that serves it in connection-priority order. A case-insensitive combo match is tried last before 404.
@@ -9,8 +12,9 @@ that serves it in connection-priority order. A case-insensitive combo match is t
 from __future__ import annotations
 
 import fnmatch
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from omniroute.config import ModelAliasConfig
 from omniroute.core.combo import Combo
 from omniroute.errors import ModelNotFound
 from omniroute.routing.registry import Registry
@@ -34,9 +38,11 @@ class PlanTarget:
 class Plan:
     """What a model string resolved to.
 
-    ``kind``: ``combo`` | ``auto`` | ``chain`` | ``model`` | ``catalog``; ``route`` is the
-    resolution step that matched (for the decision); ``combo`` holds the combo definition for
-    ``combo``/``auto`` plans; ``targets`` the concrete targets for the others.
+    ``kind``: ``combo`` | ``auto`` | ``chain`` | ``model`` | ``catalog``; ``requested`` the model
+    string actually routed (after an alias and a client suffix); ``route`` is the resolution step that
+    matched (for the decision; ``alias`` when a ``model_aliases`` entry did); ``combo`` holds the combo
+    definition for ``combo``/``auto`` plans; ``targets`` the concrete targets for the others.
+    ``context_1m``: the client asked for the 1M-token context (``[1m]`` suffix).
     """
 
     kind: str
@@ -46,6 +52,15 @@ class Plan:
     combo: Combo | None = None
     variant: str | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    context_1m: bool = False
+
+
+CONTEXT_1M_SUFFIX = "[1m]"
+"""Claude Code appends this to a model id to ask for the 1M-token context window, which Anthropic
+grants with the :data:`CONTEXT_1M_BETA` beta header (Claude Code model configuration docs)."""
+
+CONTEXT_1M_BETA = "context-1m-2025-08-07"
+"""The ``anthropic-beta`` value that enables the 1M-token context (Anthropic context-window docs)."""
 
 
 def not_found(model: str) -> ModelNotFound:
@@ -90,6 +105,54 @@ def resolve(reg: Registry, model: str) -> Plan:
 
 
 def _resolve(reg: Registry, model: str) -> Plan:
+    context_1m = model.lower().endswith(CONTEXT_1M_SUFFIX)
+    bare = model[: -len(CONTEXT_1M_SUFFIX)] if context_1m else model
+    alias = None if bare in reg.combos else _match_alias(reg.aliases, bare)
+    if alias is None:
+        plan = resolve_route(reg, bare)
+    else:
+        plan = replace(resolve_route(reg, alias.route), route="alias")
+    return replace(plan, context_1m=True) if context_1m else plan
+
+
+def with_context_1m_beta(beta: str | None) -> str:
+    """The ``anthropic-beta`` header value ``beta`` (comma-separated, or ``None``) with
+    :data:`CONTEXT_1M_BETA` added when it is not there yet."""
+    betas = [b.strip() for b in (beta or "").split(",") if b.strip()]
+    if CONTEXT_1M_BETA not in betas:
+        betas.append(CONTEXT_1M_BETA)
+    return ",".join(betas)
+
+
+def _match_alias(aliases: tuple[ModelAliasConfig, ...], model: str) -> ModelAliasConfig | None:
+    low = model.lower()
+    for a in aliases:
+        if a.match == model or fnmatch.fnmatchcase(low, a.match.lower()):
+            return a
+    return None
+
+
+def check_alias_routes(reg: Registry) -> list[tuple[str, str]]:
+    """``(key, message)`` for every ``model_aliases[i].route`` that does not resolve on ``reg``
+    (a config error at start, SPEC §4)."""
+    errors: list[tuple[str, str]] = []
+    for i, a in enumerate(reg.aliases):
+        try:
+            resolve_route(reg, a.route)
+        except ModelNotFound:
+            errors.append(
+                (
+                    f"model_aliases[{i}].route",
+                    f"'{a.route}' is not a routable model (no combo, connected provider/model, auto "
+                    "id or catalog model of that name)",
+                )
+            )
+    return errors
+
+
+def resolve_route(reg: Registry, model: str) -> Plan:
+    """Resolve ``model`` by the SPEC §4 steps without aliases or client suffixes (an alias's
+    ``route``). Raises :class:`ModelNotFound` (404)."""
     if not model:
         raise not_found(model)
     combo = reg.combos.get(model)

@@ -486,10 +486,10 @@ class AnthropicAdapter:
         else:
             body.pop("stream", None)
         headers = {"Content-Type": "application/json", "anthropic-version": ANTHROPIC_VERSION}
-        if passthrough:
-            for name in ("anthropic-version", "anthropic-beta"):
-                if req.headers.get(name):
-                    headers[name] = req.headers[name]
+        if passthrough and req.headers.get("anthropic-version"):
+            headers["anthropic-version"] = req.headers["anthropic-version"]
+        if req.headers.get("anthropic-beta"):  # betas go to this family only, whatever the client's format
+            headers["anthropic-beta"] = req.headers["anthropic-beta"]
         headers.update(auth_headers(cand, "x-api-key"))
         return UpstreamRequest(messages_url(base_url_for(cand)), headers, orjson.dumps(body))
 
