@@ -587,6 +587,22 @@ def test_client_disconnect_cancels_upstream_and_records_499(rig: Rig) -> None:
     assert usage_rows(gw)[0]["status"] == 499
 
 
+def test_non_streaming_client_disconnect_cancels_upstream_and_every_later_attempt(rig: Rig) -> None:
+    """RESIL-9: a non-streaming client goes away while A has not answered (TTFT timeout 10 s) → A's
+    request is cancelled at once, the fallback B is never called, and the usage row says 499."""
+    gw = rig.gateway()
+    rig.fakes["a"].set_behaviour("m", "stall")
+    with pytest.raises(httpx.ReadTimeout):
+        chat(gw, timeout=0.5)
+    closed_at = time.monotonic()
+    rig.fakes["a"].wait_until(lambda p: bool(p.cancel_times), timeout_s=2)
+    assert rig.fakes["a"].cancel_times, "the upstream request must be cancelled"
+    assert rig.fakes["a"].cancel_times[0] - closed_at < 0.5
+    gw.wait_idle()
+    assert rig.fakes["b"].calls() == 0, "nothing is tried after a client disconnect"
+    assert usage_rows(gw)[0]["status"] == 499
+
+
 def test_transitions_visible_in_state_and_headers(rig: Rig) -> None:
     """RESIL-1/2/3: each transition appears in /api/resilience events and in the routing headers."""
     gw = rig.gateway()
