@@ -386,17 +386,38 @@ def test_stream_cut_after_commit_ends_with_error_not_stop(rig: Rig) -> None:
     assert rows[0]["status"] == 502 and rows[0]["provider"] == "pa" and rows[0]["error"]
 
 
-def test_stream_malformed_event_is_a_clean_error_and_gateway_stays_healthy(rig: Rig) -> None:
-    """RESIL-9: A's 10th event is invalid JSON → a clean error, never garbage; next request is fine."""
+def test_stream_malformed_event_mid_stream_is_skipped_and_counted(rig: Rig) -> None:
+    """RESIL-9: A's 10th event is invalid JSON → it is skipped, never passed on; the stream goes on
+    to an ordinary finish and [DONE]; the decision and the metrics count the skipped event."""
     gw = rig.gateway()
     rig.fakes["a"].set_behaviour("m", "chunks-12+malformed-at-10")
     r = chat(gw, stream=True)
     assert "{not json" not in r.text
     events = sse_events(r)
-    assert isinstance(events[-1], dict) and "error" in events[-1]
+    assert events[-1] == "[DONE]"
+    assert not any(isinstance(e, dict) and "error" in e for e in events)
+    finishes = [
+        c["finish_reason"]
+        for e in events
+        if isinstance(e, dict)
+        for c in e.get("choices", [])
+        if c["finish_reason"]
+    ]
+    assert finishes == ["stop"]
+    d = httpx.get(f"{gw.url}/api/routing/decisions/{r.headers['x-request-id']}", timeout=5).json()
+    assert d["malformed_events_skipped"] == 1 and d["attempts"][-1]["status"] == 200
+    metrics = httpx.get(f"{gw.url}/metrics", timeout=5).text
+    assert 'omniroute_malformed_stream_events_total{provider="pa"} 1.0' in metrics
     rig.fakes["a"].set_behaviour("m", "")
+    assert stream_text(chat(gw, stream=True)) == "Hello from a (m)."
+
+
+def test_stream_malformed_first_event_falls_back_invisibly(rig: Rig) -> None:
+    """RESIL-9: a malformed event before any content is sent falls back to B, as any broken start."""
+    gw = rig.gateway()
+    rig.fakes["a"].set_behaviour("m", "malformed-at-1")
     r = chat(gw, stream=True)
-    assert stream_text(r) == "Hello from a (m)."
+    assert served_by(r) == "pb" and stream_text(r) == "Hello from b (m)."
 
 
 def test_non_streaming_body_stall_falls_back_after_the_idle_timeout(rig: Rig) -> None:

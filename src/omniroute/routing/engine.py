@@ -24,6 +24,7 @@ from omniroute.errors import (
     Diagnostics,
     ExclusionRecord,
     ExhaustedError,
+    MalformedEvent,
     RateLimited,
     ResponseTooLarge,
     ServerError,
@@ -70,9 +71,10 @@ class StreamOutcome:
     ``events``, the upstream's SSE events, one list per socket read. Iterate
     :meth:`batches` (or :meth:`chunks`); call :meth:`close` when done (idempotent).
 
-    ``finished`` is True once nothing more will be read from the upstream (the done marker or the
-    end of the body was seen): a writer may then send what it holds together with the end of the
-    stream instead of flushing first (PERF-4 allows it: nothing is waiting on the network)."""
+    ``skipped`` counts the malformed events dropped after commit. ``finished`` is True once nothing
+    more will be read from the upstream (the done marker or the end of the body was seen): a writer
+    may then send what it holds together with the end of the stream instead of flushing first
+    (PERF-4 allows it: nothing is waiting on the network)."""
 
     candidate: Candidate
     first: list[dict[str, Any]]
@@ -88,6 +90,7 @@ class StreamOutcome:
     release: Callable[[], Awaitable[Any]] | None = None
     completion_chars: int = 0
     rest: list[tuple[str, bytes]] = field(default_factory=list)
+    skipped: int = 0
 
     async def finalize(self, err: UpstreamError | None, *, abandoned: bool = False) -> None:
         """Close the upstream, free the in-flight slot and, unless the client abandoned the stream,
@@ -145,9 +148,16 @@ class StreamOutcome:
             )
 
     def _feed(self, events: list[tuple[str, bytes]], out: list[dict[str, Any]]) -> None:
+        """Parse ``events`` into ``out``; a malformed event is skipped and counted in ``skipped``
+        (RESIL-9: data that is not a JSON object carries no content the client could miss)."""
         parser, observe = self.parser, self._observe
         for ev, data in events:
-            for ch in parser.feed(ev, data):
+            try:
+                chunks = parser.feed(ev, data)
+            except MalformedEvent:
+                self.skipped += 1
+                continue
+            for ch in chunks:
                 observe(ch)
                 out.append(ch)
             if parser.done:
@@ -421,6 +431,8 @@ class Engine:
         self, on_success: Callable[[Candidate], Any] | None, decision: Decision
     ) -> Callable[[StreamOutcome, UpstreamError | None], Any]:
         async def done(so: StreamOutcome, err: UpstreamError | None) -> None:
+            if so.skipped:
+                decision.extra["malformed_events_skipped"] = so.skipped
             if err is not None and decision.attempts:
                 # The committed attempt failed after all: the decision says so (OBS-2, RESIL-9).
                 a = decision.attempts[-1]
