@@ -3,9 +3,10 @@
 One pooled aiohttp ``ClientSession`` per process with keep-alive and no retries of its own (the
 engine is the only retry layer). Third-party exceptions become :mod:`omniroute.errors` types here,
 at this one boundary. Timeouts follow RESIL-6: ``connect_s`` to open the socket, ``ttft_s`` until the
-response headers (and, for streams, until the first event), ``idle_s`` between stream events and
-``total_s`` for the whole attempt. They are socket timeouts, so they run on the event loop's real time
-(``asyncio.timeout``), not on the gateway's injected clock. What is read is bounded by
+response headers (and, for streams, until the first event), ``idle_s`` between body reads (stream
+events, or the chunks of a whole body) and ``total_s`` for the whole attempt. They are socket
+timeouts, so they run on the event loop's real time (``asyncio.timeout``), not on the gateway's
+injected clock. What is read is bounded by
 :class:`ReadLimits` (config ``upstream_limits``): a whole body, and each stream event, which is
 assembled in linear time.
 """
