@@ -165,6 +165,7 @@ def test_ops2_example_loads_with_every_value(tmp_path: Path) -> None:
     assert (r.cooldown.base_s, r.cooldown.max_s, r.cooldown.max_hint_s) == (3, 300, 1800)
     assert (r.lockout.base_s, r.lockout.max_s) == (120, 1800)
     assert (r.retries.per_target, r.retries.max_attempts) == (1, 10)
+    assert r.retries.max_hint_wait_s == 3
     t = r.timeouts
     assert (t.connect_s, t.ttft_s, t.idle_s, t.total_s) == (10, 60, 60, 600)
 

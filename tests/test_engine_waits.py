@@ -1,5 +1,5 @@
-"""RESIL-6: the attempt loop's waits — a transient failure's backoff and a rate-limit hint waited out
-on the last candidate — run on the gateway's clock, so a fake clock drives them without waiting.
+"""RESIL-6: the attempt loop's waits — a transient failure's backoff and a wait hint waited out
+— run on the gateway's clock, so a fake clock drives them without waiting.
 The upstream is a fake provider on a real socket; only the waits between attempts are on the clock."""
 
 from __future__ import annotations

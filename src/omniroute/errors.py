@@ -332,3 +332,9 @@ class StreamBroken(UpstreamError):
     kind = "stream_broken"
     status = 502
     code = "upstream_stream_error"
+
+
+class MalformedEvent(StreamBroken):
+    """One stream event whose data is not a JSON object. Before commit the attempt falls back like
+    any broken stream; after commit the event is skipped and counted instead of ending the stream,
+    since unparseable data carries no content the client could be missing (RESIL-9)."""

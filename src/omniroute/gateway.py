@@ -103,6 +103,7 @@ class Gateway:
             retries=RetrySettings(
                 per_target=config.resilience.retries.per_target,
                 max_attempts=config.resilience.retries.max_attempts,
+                max_hint_wait_s=config.resilience.retries.max_hint_wait_s,
                 total_s=config.resilience.timeouts.total_s,
             ),
             timeouts=self.client.timeouts,

@@ -148,21 +148,72 @@ def state(gw: GatewayThread) -> dict[str, Any]:
 
 @pytest.mark.parametrize("stream", STREAM)
 def test_429_with_retry_after_falls_back_and_cools_connection(rig: Rig, stream: bool) -> None:
-    """RESIL-2: A 429 Retry-After 2 → B answers; A's connection is skipped ≥ 2 s, then used again."""
+    """RESIL-2: A 429 Retry-After 5 (longer than the in-request wait) → B answers at once; A's
+    connection is skipped ≥ 5 s, then used again."""
     clock = FakeClock()
     gw = rig.gateway(clock)
-    rig.fakes["a"].set_behaviour("m", "fail-429-retry-2")
+    rig.fakes["a"].set_behaviour("m", "fail-429-retry-5")
     r = chat(gw, stream=stream)
     assert r.status_code == 200 and served_by(r) == "pb"
     assert rig.fakes["a"].calls() == 1
     cd = state(gw)["cooldowns"]["a1"]
-    assert cd["until"] - clock.time() > 1.5
+    assert cd["until"] - clock.time() > 4.5
     assert served_by(chat(gw, stream=stream)) == "pb"
     assert rig.fakes["a"].calls() == 1, "A must be skipped while cooling down"
     rig.fakes["a"].set_behaviour("m", "")
-    gw.advance(2.1)
+    gw.advance(5.1)
     r = chat(gw, stream=stream)
     assert served_by(r) == "pa" and rig.fakes["a"].calls() == 2
+
+
+def advance_once_waiting(gw: GatewayThread, clock: FakeClock, seconds: float) -> None:
+    """Once one more task than the gateway's idle ones sleeps on ``clock`` (a request waiting out a
+    hint), move the clock by ``seconds``."""
+
+    async def step(_gw: Any) -> None:
+        await clock.wait_for_sleepers(rest + 1)
+        clock.advance(seconds)
+
+    async def idle(_gw: Any) -> int:
+        return clock.sleepers
+
+    rest = gw.call(idle)
+    gw.call(step)
+
+
+@pytest.mark.parametrize("stream", STREAM)
+def test_short_rate_limit_hint_on_the_preferred_target_is_waited_out(rig: Rig, stream: bool) -> None:
+    """RESIL-6: A (first of two targets) answers 429 Retry-After 2, within max_hint_wait_s → the
+    gateway waits 2 s on its clock and A serves; B is never called."""
+    clock = FakeClock()
+    gw = rig.gateway(clock)
+    rig.fakes["a"].set_behaviour("m", "fail-429-times-1+retry-2")
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        fut = pool.submit(chat, gw, stream=stream)
+        t0 = clock.monotonic()
+        advance_once_waiting(gw, clock, 2)
+        r = fut.result()
+    assert r.status_code == 200 and served_by(r) == "pa"
+    assert rig.fakes["a"].calls() == 2 and rig.fakes["b"].calls() == 0
+    assert clock.monotonic() - t0 == 2
+
+
+@pytest.mark.parametrize(
+    ("resilience", "why"),
+    [
+        ({"retries": {"max_hint_wait_s": 1}}, "the hint is longer than max_hint_wait_s"),
+        ({"timeouts": {"total_s": 2.5}}, "waiting would not leave a second of the deadline"),
+    ],
+)
+def test_a_hint_that_does_not_fit_fails_over_at_once(rig: Rig, resilience: dict[str, Any], why: str) -> None:
+    """RESIL-6: a 429 Retry-After 2 that is over the cap or the deadline fails over without waiting."""
+    clock = FakeClock()
+    gw = rig.gateway(clock, resilience=resilience)
+    rig.fakes["a"].set_behaviour("m", "fail-429-retry-2")
+    t0 = clock.monotonic()
+    r = chat(gw)
+    assert served_by(r) == "pb" and rig.fakes["a"].calls() == 1, why
+    assert clock.monotonic() == t0
 
 
 def test_breaker_opens_after_five_503_and_probes_once(rig: Rig) -> None:
@@ -335,17 +386,50 @@ def test_stream_cut_after_commit_ends_with_error_not_stop(rig: Rig) -> None:
     assert rows[0]["status"] == 502 and rows[0]["provider"] == "pa" and rows[0]["error"]
 
 
-def test_stream_malformed_event_is_a_clean_error_and_gateway_stays_healthy(rig: Rig) -> None:
-    """RESIL-9: A's 10th event is invalid JSON → a clean error, never garbage; next request is fine."""
+def test_stream_malformed_event_mid_stream_is_skipped_and_counted(rig: Rig) -> None:
+    """RESIL-9: A's 10th event is invalid JSON → it is skipped, never passed on; the stream goes on
+    to an ordinary finish and [DONE]; the decision and the metrics count the skipped event."""
     gw = rig.gateway()
     rig.fakes["a"].set_behaviour("m", "chunks-12+malformed-at-10")
     r = chat(gw, stream=True)
     assert "{not json" not in r.text
     events = sse_events(r)
-    assert isinstance(events[-1], dict) and "error" in events[-1]
+    assert events[-1] == "[DONE]"
+    assert not any(isinstance(e, dict) and "error" in e for e in events)
+    finishes = [
+        c["finish_reason"]
+        for e in events
+        if isinstance(e, dict)
+        for c in e.get("choices", [])
+        if c["finish_reason"]
+    ]
+    assert finishes == ["stop"]
+    d = httpx.get(f"{gw.url}/api/routing/decisions/{r.headers['x-request-id']}", timeout=5).json()
+    assert d["malformed_events_skipped"] == 1 and d["attempts"][-1]["status"] == 200
+    metrics = httpx.get(f"{gw.url}/metrics", timeout=5).text
+    assert 'omniroute_malformed_stream_events_total{provider="pa"} 1.0' in metrics
     rig.fakes["a"].set_behaviour("m", "")
+    assert stream_text(chat(gw, stream=True)) == "Hello from a (m)."
+
+
+def test_stream_malformed_first_event_falls_back_invisibly(rig: Rig) -> None:
+    """RESIL-9: a malformed event before any content is sent falls back to B, as any broken start."""
+    gw = rig.gateway()
+    rig.fakes["a"].set_behaviour("m", "malformed-at-1")
     r = chat(gw, stream=True)
-    assert stream_text(r) == "Hello from a (m)."
+    assert served_by(r) == "pb" and stream_text(r) == "Hello from b (m)."
+
+
+def test_non_streaming_body_stall_falls_back_after_the_idle_timeout(rig: Rig) -> None:
+    """RESIL-6: A sends its headers and half the body, then stalls → after idle_s (1 s), not
+    total_s (30 s), B answers."""
+    gw = rig.gateway(resilience={"timeouts": {"idle_s": 1}})
+    rig.fakes["a"].set_behaviour("m", "stall-after-1")
+    t0 = time.monotonic()
+    r = chat(gw)
+    assert time.monotonic() - t0 < 5
+    assert r.status_code == 200 and served_by(r) == "pb"
+    assert r.json()["choices"][0]["message"]["content"] == "Hello from b (m)."
 
 
 def test_stream_without_done_is_finalised_at_once(rig: Rig) -> None:
@@ -400,11 +484,11 @@ def test_outage_then_recovery_breaker_closes_and_body_names_served_model(rig: Ri
 def test_all_rate_limited_gives_429_with_earliest_retry_after(rig: Rig, stream: bool) -> None:
     """RESIL-7: every target 429 → 429, Retry-After = earliest, fallback_exhausted + diagnostics."""
     gw = rig.gateway(chain=("pa", "pb", "pc"))
-    for name, secs in (("a", 7), ("b", 3), ("c", 5)):
+    for name, secs in (("a", 7), ("b", 4), ("c", 5)):
         rig.fakes[name].set_behaviour("m", f"fail-429-retry-{secs}")
     r = chat(gw, stream=stream)
     assert r.status_code == 429
-    assert r.headers["retry-after"] == "3"
+    assert r.headers["retry-after"] == "4"
     body = r.json()
     assert body["error"]["code"] == "fallback_exhausted"
     attempted = body["diagnostics"]["attempted"]
@@ -427,11 +511,11 @@ def test_max_attempts_caps_upstream_calls(rig: Rig) -> None:
 
 
 def test_concurrent_requests_during_rate_limit_never_see_429(rig: Rig) -> None:
-    """RESIL-2: 20 concurrent requests while A is rate-limited (Retry-After 1, then no hint) → no
+    """RESIL-2: 20 concurrent requests while A is rate-limited (Retry-After 5, then no hint) → no
     client-visible 429 while B is healthy; A's deadline never moves earlier."""
     clock = FakeClock()
     gw = rig.gateway(clock)
-    rig.fakes["a"].set_behaviour("m", "fail-429-retry-1")
+    rig.fakes["a"].set_behaviour("m", "fail-429-retry-5")
     with concurrent.futures.ThreadPoolExecutor(20) as pool:
         first = list(pool.map(lambda _: chat(gw), range(20)))
     until_1 = raw_cooldown_until(gw, "a1")
@@ -524,6 +608,22 @@ def test_client_disconnect_cancels_upstream_and_records_499(rig: Rig) -> None:
     assert usage_rows(gw)[0]["status"] == 499
 
 
+def test_non_streaming_client_disconnect_cancels_upstream_and_every_later_attempt(rig: Rig) -> None:
+    """RESIL-9: a non-streaming client goes away while A has not answered (TTFT timeout 10 s) → A's
+    request is cancelled at once, the fallback B is never called, and the usage row says 499."""
+    gw = rig.gateway()
+    rig.fakes["a"].set_behaviour("m", "stall")
+    with pytest.raises(httpx.ReadTimeout):
+        chat(gw, timeout=0.5)
+    closed_at = time.monotonic()
+    rig.fakes["a"].wait_until(lambda p: bool(p.cancel_times), timeout_s=2)
+    assert rig.fakes["a"].cancel_times, "the upstream request must be cancelled"
+    assert rig.fakes["a"].cancel_times[0] - closed_at < 0.5
+    gw.wait_idle()
+    assert rig.fakes["b"].calls() == 0, "nothing is tried after a client disconnect"
+    assert usage_rows(gw)[0]["status"] == 499
+
+
 def test_transitions_visible_in_state_and_headers(rig: Rig) -> None:
     """RESIL-1/2/3: each transition appears in /api/resilience events and in the routing headers."""
     gw = rig.gateway()
@@ -550,7 +650,7 @@ def test_retry_after_on_a_5xx_is_honoured_as_a_cooldown(rig: Rig) -> None:
     """RESIL-2 regression: a 504 carrying Retry-After cools the connection for that hint, so later
     requests do not hit the provider before it asked (found with llmock's verdict)."""
     gw = rig.gateway()
-    rig.fakes["a"].set_behaviour("m", "fail-504-retry-2")
+    rig.fakes["a"].set_behaviour("m", "fail-504-retry-5")
     assert served_by(chat(gw)) == "pb"
     assert served_by(chat(gw)) == "pb"
     assert rig.fakes["a"].calls() == 1

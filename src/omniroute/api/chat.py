@@ -117,20 +117,18 @@ async def run_chat(
     """Execute ``req`` and write the response or stream to the client in ``surface``'s format;
     ``t0`` is when it arrived (``gw.clock.monotonic()``, for the latency and overhead figures).
 
-    Streaming requests watch for the client's disconnect from the start: a disconnect cancels the
-    upstream attempt (before or after commit) at once, nothing is retried, and the usage row is
-    recorded with status 499 (RESIL-9). A stream whose first content is slow gets its headers and
-    keep-alives early (:class:`_EarlyStart`, ``server.stream_keepalive_s``)."""
+    Every request, streaming or not, watches for the client's disconnect from the start (one small
+    task that waits on ``receive``): a disconnect cancels the upstream attempt (before or after a
+    stream's commit) at once, no later attempt is made, and the usage row is recorded with status
+    499 (RESIL-9). A stream whose first content is slow gets its headers and keep-alives early
+    (:class:`_EarlyStart`, ``server.stream_keepalive_s``)."""
     decision = Decision(req.request_id, req.model, ts=gw.clock.time())
-    if not req.stream:
-        await _run(gw, req, surface, send, t0, decision)
-        return
     task = asyncio.current_task()
     assert task is not None
     watcher = asyncio.get_running_loop().create_task(_watch_disconnect(receive, task))
     committed: list[StreamOutcome] = []
     try:
-        await _run(gw, req, surface, send, t0, decision, committed)
+        await _run(gw, req, surface, send, t0, decision, committed if req.stream else None)
     except asyncio.CancelledError:
         if not (watcher.done() and not watcher.cancelled() and watcher.result()):
             raise
@@ -289,7 +287,7 @@ def _finish_usage(
 
 
 async def _watch_disconnect(receive: Receive, task: asyncio.Task[Any]) -> bool:
-    """Cancel the streaming task when the client disconnects; returns True if it did."""
+    """Cancel the request's task when the client disconnects; returns True if it did."""
     while True:
         msg = await receive()
         if msg["type"] == "http.disconnect":

@@ -111,6 +111,7 @@ DEFAULT_LOCKOUT_BASE_S = 120.0
 DEFAULT_LOCKOUT_MAX_S = 1800.0
 DEFAULT_RETRIES_PER_TARGET = 1
 DEFAULT_MAX_ATTEMPTS = 10
+DEFAULT_MAX_HINT_WAIT_S = 3.0
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
 DEFAULT_TTFT_TIMEOUT_S = 60.0
 DEFAULT_IDLE_TIMEOUT_S = 60.0
@@ -312,12 +313,14 @@ class LockoutConfig:
 
 @dataclass(frozen=True, slots=True)
 class RetriesConfig:
-    """Retry budget (RESIL-6): transient retries ``per_target`` and the cap ``max_attempts`` of upstream
-    calls per request.
+    """Retry budget (RESIL-6): transient retries ``per_target``, the cap ``max_attempts`` of upstream
+    calls per request, and ``max_hint_wait_s``, the longest upstream wait hint (seconds) waited out
+    in-request to retry the same target rather than fail over.
     """
 
     per_target: int = DEFAULT_RETRIES_PER_TARGET
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    max_hint_wait_s: float = DEFAULT_MAX_HINT_WAIT_S
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,6 +37,7 @@ from omniroute.config import (
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_MAX_BODY_MB,
     DEFAULT_MAX_EVENT_MB,
+    DEFAULT_MAX_HINT_WAIT_S,
     DEFAULT_MAX_RESET_TIMEOUT_S,
     DEFAULT_MAX_RESPONSE_MB,
     DEFAULT_PORT,
@@ -229,6 +230,7 @@ class _Lockout(_Edge):
 class _Retries(_Edge):
     per_target: Int = Field(DEFAULT_RETRIES_PER_TARGET, ge=0)
     max_attempts: Int = Field(DEFAULT_MAX_ATTEMPTS, ge=1)
+    max_hint_wait_s: Number = Field(DEFAULT_MAX_HINT_WAIT_S, ge=0)
 
 
 class _Timeouts(_Edge):

@@ -132,6 +132,11 @@ class Metrics(Collector):
             "omniroute_tokens", "Tokens by provider and direction.", ["provider", "model", "direction"]
         )
         self.cost = _Counter("omniroute_cost_usd", "Spend in USD from catalog prices.", ["provider", "model"])
+        self.malformed_events = _Counter(
+            "omniroute_malformed_stream_events",
+            "Malformed upstream stream events skipped after the stream was committed.",
+            ["provider"],
+        )
         self._gauges: list[Metric] = []
         self.registry = CollectorRegistry()
         self.registry.register(self)
@@ -166,10 +171,20 @@ class Metrics(Collector):
                 self.tokens.inc((provider, model, "output"), usage.completion_tokens)
             if cost_usd:
                 self.cost.inc((provider, model), cost_usd)
+            skipped = decision.extra.get("malformed_events_skipped")
+            if skipped:
+                self.malformed_events.inc((provider,), skipped)
 
     def collect(self) -> Iterator[Metric]:
         """Metric families for the registry (called by ``generate_latest``)."""
-        for c in (self.requests, self.attempts, self.fallbacks, self.tokens, self.cost):
+        for c in (
+            self.requests,
+            self.attempts,
+            self.fallbacks,
+            self.tokens,
+            self.cost,
+            self.malformed_events,
+        ):
             yield c.family()
         for h in (self.latency, self.ttft, self.overhead):
             yield h.family()

@@ -3,9 +3,10 @@
 One pooled aiohttp ``ClientSession`` per process with keep-alive and no retries of its own (the
 engine is the only retry layer). Third-party exceptions become :mod:`omniroute.errors` types here,
 at this one boundary. Timeouts follow RESIL-6: ``connect_s`` to open the socket, ``ttft_s`` until the
-response headers (and, for streams, until the first event), ``idle_s`` between stream events and
-``total_s`` for the whole attempt. They are socket timeouts, so they run on the event loop's real time
-(``asyncio.timeout``), not on the gateway's injected clock. What is read is bounded by
+response headers (and, for streams, until the first event), ``idle_s`` between body reads (stream
+events, or the chunks of a whole body) and ``total_s`` for the whole attempt. They are socket
+timeouts, so they run on the event loop's real time (``asyncio.timeout``), not on the gateway's
+injected clock. What is read is bounded by
 :class:`ReadLimits` (config ``upstream_limits``): a whole body, and each stream event, which is
 assembled in linear time.
 """
@@ -167,22 +168,35 @@ class UpstreamResponse:
         self.limits = limits or ReadLimits()
 
     async def read(self) -> bytes:
-        """The whole body; raises :class:`Timeout` after ``total_s`` and :class:`StreamBroken` on a cut."""
+        """The whole body; raises :class:`Timeout` when a read waits longer than ``idle_s`` or the
+        body is not complete after ``total_s``, and :class:`StreamBroken` on a cut."""
+        deadline = asyncio.get_running_loop().time() + self.timeouts.total_s
         try:
-            async with asyncio.timeout(self.timeouts.total_s):
-                return await self.read_now()
+            async with asyncio.timeout_at(deadline) as timer:
+                return await self.read_now(timer, deadline)
         except TimeoutError:
-            raise _body_timeout(self.provider, self.timeouts) from None
+            raise _body_timeout(self.provider, self.timeouts, deadline) from None
 
-    async def read_now(self) -> bytes:
-        """The whole body with no timer of its own (the caller bounds it); :class:`StreamBroken` on
-        a cut connection, :class:`ResponseTooLarge` past ``limits.max_body_bytes`` (counted after
-        decompression, which aiohttp ≥ 3.13.3 does in bounded steps, so a gzip bomb stops there)."""
+    async def read_now(self, timer: asyncio.Timeout | None = None, deadline: float = 0.0) -> bytes:
+        """The whole body; :class:`StreamBroken` on a cut connection, :class:`ResponseTooLarge` past
+        ``limits.max_body_bytes`` (counted after decompression, which aiohttp ≥ 3.13.3 does in
+        bounded steps, so a gzip bomb stops there).
+
+        With ``timer`` (the caller's ``asyncio.timeout``), each read must complete within ``idle_s``
+        and the last by ``deadline`` (event-loop seconds): an upstream that sent its headers and then
+        stalls is given up after ``idle_s``, not ``total_s`` (RESIL-6). Without it the caller bounds
+        the read."""
         limit = self.limits.max_body_bytes
         parts: list[bytes] = []
         size = 0
+        idle = self.timeouts.idle_s
+        loop = asyncio.get_running_loop()
         try:
+            if timer is not None:
+                timer.reschedule(min(loop.time() + idle, deadline))
             async for chunk in self._resp.content.iter_any():
+                if timer is not None:
+                    timer.reschedule(min(loop.time() + idle, deadline))
                 size += len(chunk)
                 if size > limit:
                     raise _too_large(self.provider, "response body", limit, self.status)
@@ -293,22 +307,24 @@ class UpstreamClient:
         self, req: UpstreamRequest, *, provider: str, timeouts: AttemptTimeouts | None = None
     ) -> tuple[UpstreamResponse, bytes]:
         """POST ``req`` and read the whole body (a non-streaming attempt): the headers must arrive
-        within ``ttft_s`` and the body within ``total_s`` of the start (RESIL-6), under one timer
-        rather than one per phase (PERF-2). Raises as :meth:`send` and :meth:`UpstreamResponse.read`.
+        within ``ttft_s``, each body read within ``idle_s`` and the whole body within ``total_s`` of
+        the start (RESIL-6), under one timer rather than one per phase (PERF-2). Raises as
+        :meth:`send` and :meth:`UpstreamResponse.read`.
         """
         t = timeouts or self.timeouts
-        start = asyncio.get_running_loop().time()
+        deadline = asyncio.get_running_loop().time() + t.total_s
         resp: UpstreamResponse | None = None
         try:
-            async with asyncio.timeout(min(t.ttft_s, t.total_s)) as cm:
+            async with asyncio.timeout(min(t.ttft_s, t.total_s)) as timer:
                 resp = await self._post(req, provider, t)
-                cm.reschedule(start + t.total_s)
-                return resp, await resp.read_now()
+                return resp, await resp.read_now(timer, deadline)
         except BaseException as exc:
             if resp is not None:
                 resp.close()
             if isinstance(exc, TimeoutError):
-                raise (_ttft_timeout if resp is None else _body_timeout)(provider, t) from None
+                if resp is None:
+                    raise _ttft_timeout(provider, t) from None
+                raise _body_timeout(provider, t, deadline) from None
             raise
 
     async def _post(self, req: UpstreamRequest, provider: str, t: AttemptTimeouts) -> UpstreamResponse:
@@ -363,7 +379,10 @@ def _too_large(provider: str, what: str, limit: int, status: int) -> ResponseToo
     )
 
 
-def _body_timeout(provider: str, t: AttemptTimeouts) -> Timeout:
+def _body_timeout(provider: str, t: AttemptTimeouts, deadline: float) -> Timeout:
+    """The idle timeout unless the attempt's ``deadline`` (event-loop seconds) has passed."""
+    if asyncio.get_running_loop().time() < deadline:
+        return Timeout(f"{provider}: no body data for {t.idle_s:g}s (idle timeout)", provider=provider)
     return Timeout(f"{provider}: response body not complete after {t.total_s:g}s", provider=provider)
 
 

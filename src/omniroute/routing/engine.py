@@ -24,7 +24,7 @@ from omniroute.errors import (
     Diagnostics,
     ExclusionRecord,
     ExhaustedError,
-    Overloaded,
+    MalformedEvent,
     RateLimited,
     ResponseTooLarge,
     ServerError,
@@ -42,11 +42,14 @@ from omniroute.wire.base import ProviderAdapter, StreamParser
 
 @dataclass(frozen=True, slots=True)
 class RetrySettings:
-    """RESIL-6 budgets: transient retries per target, attempts per request, total deadline (s)."""
+    """RESIL-6 budgets: transient retries per target, attempts per request, total deadline (s), and
+    the longest upstream wait hint (s) waited out in-request before retrying the same target
+    (config ``resilience.retries.max_hint_wait_s``)."""
 
     per_target: int = 1
     max_attempts: int = 10
     total_s: float = 600.0
+    max_hint_wait_s: float = 3.0
 
 
 @dataclass
@@ -68,9 +71,10 @@ class StreamOutcome:
     ``events``, the upstream's SSE events, one list per socket read. Iterate
     :meth:`batches` (or :meth:`chunks`); call :meth:`close` when done (idempotent).
 
-    ``finished`` is True once nothing more will be read from the upstream (the done marker or the
-    end of the body was seen): a writer may then send what it holds together with the end of the
-    stream instead of flushing first (PERF-4 allows it: nothing is waiting on the network)."""
+    ``skipped`` counts the malformed events dropped after commit. ``finished`` is True once nothing
+    more will be read from the upstream (the done marker or the end of the body was seen): a writer
+    may then send what it holds together with the end of the stream instead of flushing first
+    (PERF-4 allows it: nothing is waiting on the network)."""
 
     candidate: Candidate
     first: list[dict[str, Any]]
@@ -86,6 +90,7 @@ class StreamOutcome:
     release: Callable[[], Awaitable[Any]] | None = None
     completion_chars: int = 0
     rest: list[tuple[str, bytes]] = field(default_factory=list)
+    skipped: int = 0
 
     async def finalize(self, err: UpstreamError | None, *, abandoned: bool = False) -> None:
         """Close the upstream, free the in-flight slot and, unless the client abandoned the stream,
@@ -143,9 +148,16 @@ class StreamOutcome:
             )
 
     def _feed(self, events: list[tuple[str, bytes]], out: list[dict[str, Any]]) -> None:
+        """Parse ``events`` into ``out``; a malformed event is skipped and counted in ``skipped``
+        (RESIL-9: data that is not a JSON object carries no content the client could miss)."""
         parser, observe = self.parser, self._observe
         for ev, data in events:
-            for ch in parser.feed(ev, data):
+            try:
+                chunks = parser.feed(ev, data)
+            except MalformedEvent:
+                self.skipped += 1
+                continue
+            for ch in chunks:
                 observe(ch)
                 out.append(ch)
             if parser.done:
@@ -202,37 +214,37 @@ _TRANSIENT = (ServerError, ConnectionFailed, StreamBroken)
 # An upstream 401/403/407 is about the gateway's own connection credentials, not the client's key:
 # passing it on would make SDKs raise an authentication error at the client (RESIL-7: else 503).
 _GATEWAY_CREDS = frozenset({401, 403, 407})
-MAX_INLINE_WAIT_S = 2.0  # longest upstream hint waited out in-request on the last candidate (RESIL-6)
 
 
 @dataclass(slots=True)
 class _Budget:
     """RESIL-6 budgets of one request: attempt cap, transient retries per target, total deadline
-    (``clock.monotonic()`` seconds)."""
+    (``clock.monotonic()`` seconds), longest hint waited out in-request (seconds)."""
 
     limit: int
     per_target: int
     deadline: float
     clock: Clock
+    max_hint_wait_s: float
 
     def spent(self, attempts: int) -> bool:
         return attempts >= self.limit or self.clock.monotonic() >= self.deadline
 
-    def retry_wait(self, err: UpstreamError, tries: int, last: bool, attempts: int) -> float | None:
+    def retry_wait(self, err: UpstreamError, tries: int, attempts: int) -> float | None:
         """Seconds to wait before retrying the same target, or ``None`` to move on.
 
-        Transient failures without a hint retry after a short backoff. A rate-limit/overload hint is
-        honoured in-request only on the last candidate and only when it fits the remaining budget;
-        otherwise the next target is tried at once (its connection is cooling down anyway)."""
+        Transient failures without a hint retry after a short backoff. A retryable error whose wait
+        hint is at most ``max_hint_wait_s`` and fits the remaining deadline (with a second to spare
+        for the retry) is waited out on any candidate, so an operator's preferred target is kept
+        through a short rate limit; a longer hint moves to the next target at once (its connection
+        is cooling down anyway)."""
         if tries > self.per_target or self.spent(attempts):
             return None
-        if err.retry_after_s is None:
+        hint = err.retry_after_s
+        if hint is None:
             return min(0.05 * tries, 0.5) if isinstance(err, _TRANSIENT) else None
-        if isinstance(err, (RateLimited, Overloaded)) and last:
-            remaining = self.deadline - self.clock.monotonic()
-            if err.retry_after_s <= min(MAX_INLINE_WAIT_S, remaining - 1.0):
-                return err.retry_after_s
-        return None
+        remaining = self.deadline - self.clock.monotonic()
+        return hint if hint <= min(self.max_hint_wait_s, remaining - 1.0) else None
 
 
 class Engine:
@@ -292,6 +304,7 @@ class Engine:
             retries.per_target if per_target is None else per_target,
             clock.monotonic() + retries.total_s,
             clock,
+            retries.max_hint_wait_s,
         )
         errors: list[UpstreamError] = []
         lastidx = len(survivors) - 1
@@ -306,7 +319,7 @@ class Engine:
                     continue
             try:
                 cand_req = prepare(cand, req) if prepare is not None else req
-                out = await self._try_candidate(cand, cand_req, decision, ctx, budget, errors, idx == lastidx)
+                out = await self._try_candidate(cand, cand_req, decision, ctx, budget, errors)
             except BaseException:
                 await self._release(survivors[idx + 1 :])
                 raise
@@ -351,7 +364,6 @@ class Engine:
         ctx: LadderContext,
         budget: _Budget,
         errors: list[UpstreamError],
-        last: bool,
     ) -> Outcome | StreamOutcome | None:
         """Attempts on one candidate with its transient retries; ``None`` moves to the next one."""
         state = self.resilience.state
@@ -384,7 +396,7 @@ class Engine:
                 if isinstance(err, ContextOverflow):
                     ctx.note_context_overflow(cand.model.context_window or ctx.estimated_prompt_tokens)
                     return None
-                wait = budget.retry_wait(err, tries, last, len(decision.attempts))
+                wait = budget.retry_wait(err, tries, len(decision.attempts))
                 if wait is None:
                     return None
                 await clock.sleep(wait)
@@ -419,6 +431,8 @@ class Engine:
         self, on_success: Callable[[Candidate], Any] | None, decision: Decision
     ) -> Callable[[StreamOutcome, UpstreamError | None], Any]:
         async def done(so: StreamOutcome, err: UpstreamError | None) -> None:
+            if so.skipped:
+                decision.extra["malformed_events_skipped"] = so.skipped
             if err is not None and decision.attempts:
                 # The committed attempt failed after all: the decision says so (OBS-2, RESIL-9).
                 a = decision.attempts[-1]

@@ -23,7 +23,7 @@ from typing import Any
 
 import orjson
 
-from omniroute.errors import StreamBroken, UpstreamError
+from omniroute.errors import MalformedEvent, StreamBroken, UpstreamError
 from omniroute.providers.upstream import UpstreamRequest
 from omniroute.resilience.classify import classify_http, error_from_payload
 from omniroute.values import Candidate, ChatRequest, Usage
@@ -304,7 +304,7 @@ class AnthropicStreamParser:
     ``input_json_delta`` → argument fragments on the same index; ``text_delta`` → ``content``;
     ``thinking_delta`` → ``reasoning_content``; ``message_delta`` → ``finish_reason`` and the
     cumulative usage; ``message_stop`` ends the stream; ``error`` raises the classified error
-    (RESIL-9); malformed JSON raises :class:`StreamBroken`. With ``native`` every event also yields
+    (RESIL-9); malformed JSON raises :class:`MalformedEvent`. With ``native`` every event also yields
     a chunk carrying its raw frame under :data:`NATIVE` (same-format pass-through).
     """
 
@@ -343,11 +343,11 @@ class AnthropicStreamParser:
         try:
             obj = orjson.loads(data)
         except orjson.JSONDecodeError:
-            raise StreamBroken(
+            raise MalformedEvent(
                 f"{self.provider}: malformed stream event (not JSON): {data[:80]!r}", provider=self.provider
             ) from None
         if not isinstance(obj, dict):
-            raise StreamBroken(
+            raise MalformedEvent(
                 f"{self.provider}: malformed stream event (not an object)", provider=self.provider
             )
         kind = str(obj.get("type") or event)

@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from omniroute.errors import StreamBroken, UpstreamError
+from omniroute.errors import MalformedEvent, StreamBroken, UpstreamError
 from omniroute.providers.upstream import UpstreamRequest
 from omniroute.resilience.classify import classify_http, error_from_payload
 from omniroute.values import Candidate, ChatRequest
@@ -385,7 +385,7 @@ class GeminiStreamParser:
     canonical chunk per event: text → ``content``, thought parts → ``reasoning_content``, each whole
     ``functionCall`` → one ``tool_calls`` delta with ``index``, generated ``id``, ``type``, name and the
     complete arguments; ``finishReason`` → ``finish_reason``; ``usageMetadata`` → ``usage``. An
-    ``{"error": …}`` event raises the classified error; malformed JSON raises StreamBroken. Gemini
+    ``{"error": …}`` event raises the classified error; malformed JSON raises MalformedEvent. Gemini
     streams have no terminator (``done`` stays False; the stream simply closes).
     """
 
@@ -405,13 +405,13 @@ class GeminiStreamParser:
         try:
             obj = orjson.loads(data)
         except orjson.JSONDecodeError:
-            raise StreamBroken(
+            raise MalformedEvent(
                 f"{self.provider}: malformed stream event (not JSON): {data[:80]!r}", provider=self.provider
             ) from None
         if isinstance(obj, list) and len(obj) == 1:
             obj = obj[0]
         if not isinstance(obj, dict):
-            raise StreamBroken(
+            raise MalformedEvent(
                 f"{self.provider}: malformed stream event (not an object)", provider=self.provider
             )
         if "error" in obj and not obj.get("candidates"):

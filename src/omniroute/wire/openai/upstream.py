@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from omniroute.errors import StreamBroken, UpstreamError
+from omniroute.errors import MalformedEvent, StreamBroken, UpstreamError
 from omniroute.providers.upstream import UpstreamRequest
 from omniroute.resilience.classify import classify_http, error_from_payload
 from omniroute.values import Candidate, ChatRequest
@@ -38,12 +38,12 @@ class OpenAIStreamParser:
         try:
             obj = orjson.loads(data)
         except orjson.JSONDecodeError:
-            raise StreamBroken(
+            raise MalformedEvent(
                 f"{self.provider}: malformed stream event (not JSON, {len(data)} bytes)",
                 provider=self.provider,
             ) from None
         if not isinstance(obj, dict):
-            raise StreamBroken(
+            raise MalformedEvent(
                 f"{self.provider}: malformed stream event (not an object)", provider=self.provider
             )
         if "error" in obj and not obj.get("choices"):
