@@ -28,7 +28,7 @@ from omniroute.store.errors import SECRET_KEY_ENV, SecretKeyMismatch
 if TYPE_CHECKING:
     from cryptography.fernet import MultiFernet
 
-__all__ = ["KEY_FILE_NAME", "SecretBox", "key_file_path", "load_secret_box", "mask"]
+__all__ = ["KEY_FILE_NAME", "SecretBox", "existing_secret_box", "key_file_path", "load_secret_box", "mask"]
 
 log = logging.getLogger(__name__)
 
@@ -188,6 +188,16 @@ def _read_or_create_key_file(path: Path) -> bytes:
     return key
 
 
+def _configured_box(secret_key: str | None) -> SecretBox | None:
+    """The box for an explicit ``secret_key`` argument, else ``OMNIROUTE_SECRET_KEY``, else ``None``."""
+    if secret_key:
+        return SecretBox(_parse_keys(secret_key, "secret_key"), source="secret_key argument")
+    env = os.environ.get(SECRET_KEY_ENV)
+    if env:
+        return SecretBox(_parse_keys(env, SECRET_KEY_ENV), source=SECRET_KEY_ENV)
+    return None
+
+
 def load_secret_box(
     *,
     secret_key: str | None = None,
@@ -200,13 +210,24 @@ def load_secret_box(
     ``ephemeral`` (in-memory database) generates a throwaway key instead of a key file. Raises
     ``ValueError`` for a malformed key.
     """
-    if secret_key:
-        return SecretBox(_parse_keys(secret_key, "secret_key"), source="secret_key argument")
-    env = os.environ.get(SECRET_KEY_ENV)
-    if env:
-        return SecretBox(_parse_keys(env, SECRET_KEY_ENV), source=SECRET_KEY_ENV)
+    box = _configured_box(secret_key)
+    if box is not None:
+        return box
     if ephemeral and data_dir is None:
         return SecretBox([_generate_key()], source="ephemeral key (in-memory database)")
     path = key_file_path(sqlite_path=sqlite_path, data_dir=data_dir)
     key = _read_or_create_key_file(path)
     return SecretBox(_parse_keys(key.decode("ascii"), str(path)), source=str(path))
+
+
+def existing_secret_box(*, sqlite_path: Path | None = None, data_dir: str | None = None) -> SecretBox | None:
+    """The key :func:`load_secret_box` would use, without ever creating a key file: ``None`` when no key
+    is configured and the key file does not exist (read-only checks such as ``omniroute doctor``).
+    Raises ``ValueError`` for a malformed key."""
+    box = _configured_box(None)
+    if box is not None:
+        return box
+    path = key_file_path(sqlite_path=sqlite_path, data_dir=data_dir)
+    if not path.exists():
+        return None
+    return SecretBox(_parse_keys(path.read_text("ascii").strip(), str(path)), source=str(path))

@@ -1,0 +1,119 @@
+"""``omniroute doctor`` is read-only (OPS-1): it checks the config, the database, the secret key and
+upstream reachability without writing the database or creating a key file."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from omniroute.cli.main import app as cli_app
+from omniroute.config import load_config
+from omniroute.gateway import Gateway
+from omniroute.testing.fake_provider import FakeProviderThread
+
+SECRET = "sk-doctor-secret-123456"
+OTHER_KEY = "Zm9yLXRlc3RzLW9ubHktMzItYnl0ZXMtbG9uZy1rZXk="  # 32 bytes, not the store's key
+
+
+@pytest.fixture
+def upstream() -> Iterator[FakeProviderThread]:
+    fake = FakeProviderThread(name="doc")
+    fake.start()
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture
+def config(tmp_path: Path, upstream: FakeProviderThread, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.delenv("OMNIROUTE_SECRET_KEY", raising=False)
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text(
+        f"database_url: 'sqlite:///{tmp_path}/data/o.db'\n"
+        f"providers: [{{id: mine, base_url: '{upstream.base_url}/v1', models: [{{id: m}}]}}]\n"
+        f"connections: [{{id: c1, provider: mine, api_key: {SECRET}}}]\n"
+    )
+    return cfg
+
+
+def _start_and_stop_gateway(cfg: Path) -> None:
+    async def run() -> None:
+        gw = Gateway(load_config(cfg))
+        await gw.start()
+        await gw.stop()
+
+    asyncio.run(run())
+
+
+def _doctor(cfg: Path, env: dict[str, str] | None = None) -> tuple[int, str]:
+    out = CliRunner().invoke(cli_app, ["doctor", "--config", str(cfg)], env={"COLUMNS": "300", **(env or {})})
+    return out.exit_code, out.output
+
+
+def _files(folder: Path) -> dict[str, tuple[bytes, int]]:
+    return {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(folder.iterdir())}
+
+
+def test_doctor_checks_everything_and_leaves_database_and_key_file_untouched(
+    config: Path, upstream: FakeProviderThread, tmp_path: Path
+) -> None:
+    """OPS-1: a healthy setup passes every check; the data folder is byte-for-byte and mtime the same."""
+    _start_and_stop_gateway(config)
+    before = _files(tmp_path / "data")
+    assert "secret.key" in before
+    code, output = _doctor(config)
+    assert code == 0, output
+    assert "schema" in output and "decrypts 1 stored secret(s)" in output
+    assert f"GET {upstream.base_url}/v1/models → 200" in output
+    listed = [r for r in upstream.requests if r.method == "GET" and r.path == "/v1/models"]
+    assert listed and listed[0].headers["authorization"] == f"Bearer {SECRET}"
+    assert _files(tmp_path / "data") == before
+
+
+def test_doctor_never_creates_a_key_file_and_fails_naming_the_key_setting(
+    config: Path, tmp_path: Path
+) -> None:
+    """OPS-1: with stored secrets and the key file gone, doctor fails and names how to give the key,
+    and no new key file appears."""
+    _start_and_stop_gateway(config)
+    (tmp_path / "data" / "secret.key").unlink()
+    before = _files(tmp_path / "data")
+    code, output = _doctor(config)
+    assert code == 1, output
+    assert "OMNIROUTE_SECRET_KEY" in output and "secret.key" in output
+    assert _files(tmp_path / "data") == before
+
+
+def test_doctor_reports_a_key_that_cannot_decrypt_the_stored_secrets(config: Path, tmp_path: Path) -> None:
+    """OPS-1: another key in the environment is reported as a mismatch; nothing is re-encrypted."""
+    _start_and_stop_gateway(config)
+    before = _files(tmp_path / "data")
+    code, output = _doctor(config, {"OMNIROUTE_SECRET_KEY": OTHER_KEY})
+    assert code == 1, output
+    assert "cannot be decrypted" in output
+    assert _files(tmp_path / "data") == before
+
+
+def test_doctor_before_the_first_start_creates_no_database_and_no_key(config: Path, tmp_path: Path) -> None:
+    """OPS-1: no database yet is a warning (the first start creates it); doctor creates nothing."""
+    code, output = _doctor(config)
+    assert code == 0, output
+    assert "no database yet" in output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cfg.yaml"]
+
+
+def test_doctor_fails_on_an_unreachable_upstream(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """OPS-1: a connection whose server does not answer fails the run with the address."""
+    monkeypatch.delenv("OMNIROUTE_SECRET_KEY", raising=False)
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text(
+        f"database_url: 'sqlite:///{tmp_path}/o.db'\n"
+        "providers: [{id: gone, base_url: 'http://127.0.0.1:9/v1', models: [{id: m}]}]\n"
+        "connections: [{id: g1, provider: gone, api_key: sk-x}]\n"
+    )
+    code, output = _doctor(cfg)
+    assert code == 1, output
+    assert "gone/g1" in output and "127.0.0.1:9" in output
