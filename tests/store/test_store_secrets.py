@@ -11,7 +11,8 @@ import pytest
 from cryptography.fernet import Fernet
 from sqlalchemy import text
 
-from omniroute.store import SecretKeyMismatch, Store, mask
+from omniroute.store import SecretKeyMismatch, SecretKeyMissing, Store, mask
+from omniroute.store.models import store_meta
 from omniroute.store.secrets import KEY_FILE_NAME, key_file_path, load_secret_box
 from omniroute.values import Connection
 
@@ -78,12 +79,52 @@ async def test_wrong_key_raises_secret_key_mismatch(db_url: str, tmp_path: Path)
     s = await Store.open(db_url, secret_key=Fernet.generate_key().decode())
     await s.upsert_connection(Connection(id="c", provider="openai", api_key=SECRET))
     await s.close()
-    s = await Store.open(db_url, secret_key=Fernet.generate_key().decode())
-    try:
-        with pytest.raises(SecretKeyMismatch, match="OMNIROUTE_SECRET_KEY"):
-            await s.list_connections()
-    finally:
-        await s.close()
+    with pytest.raises(SecretKeyMismatch, match="OMNIROUTE_SECRET_KEY"):
+        await Store.open(db_url, secret_key=Fernet.generate_key().decode())
+
+
+async def test_missing_key_with_stored_secrets_stops_start_and_creates_no_key_file(tmp_path: Path) -> None:
+    """PROV-3: a lost key file is never replaced by a new key while secrets are stored; start-up stops
+    naming the environment variable and the key file."""
+    url = f"sqlite:///{tmp_path}/omniroute.db"
+    s = await Store.open(url)
+    await s.upsert_connection(Connection(id="c", provider="openai", api_key=SECRET))
+    await s.close()
+    key_file = tmp_path / KEY_FILE_NAME
+    key_file.unlink()
+    with pytest.raises(SecretKeyMissing, match="OMNIROUTE_SECRET_KEY") as err:
+        await Store.open(url)
+    assert str(key_file) in str(err.value)
+    assert not key_file.exists()
+
+
+async def test_other_key_is_refused_at_start_even_with_no_secret_left(db_url: str) -> None:
+    """PROV-3: the key's fingerprint is stored, so another key is refused at start before it writes a
+    secret the other replicas could not read."""
+    key = Fernet.generate_key().decode()
+    s = await Store.open(db_url, secret_key=key)
+    await s.close()
+    with pytest.raises(SecretKeyMismatch, match="OMNIROUTE_SECRET_KEY"):
+        await Store.open(db_url, secret_key=Fernet.generate_key().decode())
+    again = await Store.open(db_url, secret_key=f"{Fernet.generate_key().decode()},{key}")  # rotation list
+    await again.close()
+
+
+async def test_database_without_a_fingerprint_is_checked_by_decrypting_and_then_recorded(db_url: str) -> None:
+    """PROV-3: a database written before fingerprints were kept accepts its own key (and records it)
+    and refuses another."""
+    key = Fernet.generate_key().decode()
+    s = await Store.open(db_url, secret_key=key)
+    await s.upsert_connection(Connection(id="c", provider="openai", api_key=SECRET))
+    async with s.engine.begin() as conn:
+        await conn.execute(store_meta.delete())
+    await s.close()
+    with pytest.raises(SecretKeyMismatch):
+        await Store.open(db_url, secret_key=Fernet.generate_key().decode())
+    s = await Store.open(db_url, secret_key=key)
+    async with s.engine.connect() as conn:
+        assert len((await conn.execute(store_meta.select())).all()) == 1
+    await s.close()
 
 
 async def test_secret_is_encrypted_in_the_raw_column(store: Store) -> None:

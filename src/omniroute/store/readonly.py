@@ -11,13 +11,12 @@ from __future__ import annotations
 import base64
 from dataclasses import dataclass
 
-from sqlalchemy import func, or_, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.pool import NullPool
 
 from omniroute.clock import SystemClock
-from omniroute.store import models
 from omniroute.store.db import DatabaseTarget, create_engine, parse_database_url
+from omniroute.store.keyguard import encrypted_secret_count
 from omniroute.store.migrations import _stamped, shipped_head
 from omniroute.store.secrets import SecretBox, existing_secret_box
 from omniroute.store.store import Store
@@ -48,12 +47,7 @@ class ReadonlyStore:
 
     async def encrypted_secret_count(self) -> int:
         """How many connections hold an encrypted API key or access token."""
-        c = models.ConnectionRow
-        query = select(func.count()).where(or_(c.api_key_enc.is_not(None), c.access_token_enc.is_not(None)))
-        async with self.store.engine.connect() as conn:
-            count = (await conn.execute(query)).scalar_one()
-            await conn.rollback()
-        return int(count)
+        return await encrypted_secret_count(self.store.engine)
 
     async def close(self) -> None:
         """Dispose the engine (nothing was written)."""

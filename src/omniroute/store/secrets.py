@@ -60,6 +60,7 @@ _GENERATE_HINT = (
 
 
 _FERNET_KEY_BYTES = 32
+_FINGERPRINT_PURPOSE = b"omniroute secret key fingerprint"
 
 
 def _generate_key() -> bytes:
@@ -109,6 +110,12 @@ class SecretBox:
         """A 32-byte key for ``purpose`` (HMAC-SHA256 of the encrypting key), so other signers share
         the secret every worker and replica already has without reusing the Fernet key itself."""
         return hmac.new(self._keys[0], purpose, hashlib.sha256).digest()
+
+    def fingerprints(self) -> tuple[str, ...]:
+        """A short public identifier of each key, encrypting key first: the first 16 hex digits of
+        HMAC-SHA256(key, ``b"omniroute secret key fingerprint"``). Stored in the database to recognise
+        the key its secrets were written with; it reveals nothing about the key."""
+        return tuple(hmac.new(k, _FINGERPRINT_PURPOSE, hashlib.sha256).hexdigest()[:16] for k in self._keys)
 
     def decrypt(self, token: str) -> str:
         """Plaintext of a token written by :meth:`encrypt`.
@@ -220,11 +227,13 @@ def load_secret_box(
     return SecretBox(_parse_keys(key.decode("ascii"), str(path)), source=str(path))
 
 
-def existing_secret_box(*, sqlite_path: Path | None = None, data_dir: str | None = None) -> SecretBox | None:
+def existing_secret_box(
+    *, secret_key: str | None = None, sqlite_path: Path | None = None, data_dir: str | None = None
+) -> SecretBox | None:
     """The key :func:`load_secret_box` would use, without ever creating a key file: ``None`` when no key
     is configured and the key file does not exist (read-only checks such as ``omniroute doctor``).
     Raises ``ValueError`` for a malformed key."""
-    box = _configured_box(None)
+    box = _configured_box(secret_key)
     if box is not None:
         return box
     path = key_file_path(sqlite_path=sqlite_path, data_dir=data_dir)
