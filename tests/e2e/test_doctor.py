@@ -117,3 +117,16 @@ def test_doctor_fails_on_an_unreachable_upstream(tmp_path: Path, monkeypatch: py
     code, output = _doctor(cfg)
     assert code == 1, output
     assert "gone/g1" in output and "127.0.0.1:9" in output
+
+
+def test_doctor_reports_another_key_even_with_no_secret_stored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """OPS-1/PROV-3: the stored key fingerprint tells doctor the key is not the store's one."""
+    monkeypatch.delenv("OMNIROUTE_SECRET_KEY", raising=False)
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text(f"database_url: 'sqlite:///{tmp_path}/data/o.db'\n")
+    _start_and_stop_gateway(cfg)
+    code, output = _doctor(cfg, {"OMNIROUTE_SECRET_KEY": OTHER_KEY})
+    assert code == 1, output
+    assert "cannot be decrypted" in output

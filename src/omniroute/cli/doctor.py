@@ -101,6 +101,10 @@ async def _check_secret_key(db: ReadonlyStore, data_dir: str | None, report: Rep
         else:
             report.add("secret key", "warn", f"no key yet; the first start creates {path}")
         return []
+    recorded = await db.fingerprint()
+    if recorded is not None and recorded not in db.key.fingerprints():
+        report.add("secret key", "fail", str(SecretKeyMismatch(f"key source: {db.key.source}")))
+        return []
     try:
         conns = await db.store.list_connections()
     except SecretKeyMismatch as exc:

@@ -16,7 +16,7 @@ from omniroute.store.errors import SecretKeyMismatch
 from omniroute.store.models import ConnectionRow, store_meta
 from omniroute.store.secrets import SecretBox
 
-__all__ = ["FINGERPRINT_KEY", "check_key", "encrypted_secret_count", "set_fingerprint"]
+__all__ = ["FINGERPRINT_KEY", "check_key", "encrypted_secret_count", "set_fingerprint", "stored_fingerprint"]
 
 FINGERPRINT_KEY = "secret_key_fingerprint"
 _meta = store_meta

@@ -11,12 +11,13 @@ from __future__ import annotations
 import base64
 from dataclasses import dataclass
 
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.pool import NullPool
 
 from omniroute.clock import SystemClock
 from omniroute.store.db import DatabaseTarget, create_engine, parse_database_url
-from omniroute.store.keyguard import encrypted_secret_count
+from omniroute.store.keyguard import encrypted_secret_count, stored_fingerprint
 from omniroute.store.migrations import _stamped, shipped_head
 from omniroute.store.secrets import SecretBox, existing_secret_box
 from omniroute.store.store import Store
@@ -48,6 +49,14 @@ class ReadonlyStore:
     async def encrypted_secret_count(self) -> int:
         """How many connections hold an encrypted API key or access token."""
         return await encrypted_secret_count(self.store.engine)
+
+    async def fingerprint(self) -> str | None:
+        """The recorded secret key fingerprint; ``None`` when none is recorded (or, on a schema whose
+        migrations are pending, cannot be)."""
+        try:
+            return await stored_fingerprint(self.store.engine)
+        except DBAPIError:  # no store_meta table before its migration runs
+            return None
 
     async def close(self) -> None:
         """Dispose the engine (nothing was written)."""
