@@ -182,11 +182,11 @@ def test_key_check_accepts_exactly_what_fernet_accepts(key: bytes) -> None:
 
 
 def test_generated_keys_are_fernet_keys() -> None:
-    from omniroute.store.secrets import _generate_key
+    from omniroute.store.secrets import generate_key
 
     box = load_secret_box(ephemeral=True)
     assert box.decrypt(box.encrypt(SECRET)) == SECRET
-    Fernet(_generate_key())
+    Fernet(generate_key())
 
 
 def test_cryptography_is_imported_on_the_first_secret_only(tmp_path: Path) -> None:
@@ -203,3 +203,31 @@ def test_cryptography_is_imported_on_the_first_secret_only(tmp_path: Path) -> No
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.split() == ["False", "True"]
     assert (tmp_path / KEY_FILE_NAME).exists()
+
+
+async def test_rotation_is_all_or_nothing_and_moves_the_fingerprint(db_url: str) -> None:
+    """PROV-3: rotating re-encrypts every secret in one transaction; a secret the current key cannot
+    read aborts it with nothing changed, and after a rotation only the new key opens the store."""
+    old, new = Fernet.generate_key().decode(), Fernet.generate_key().decode()
+    s = await Store.open(db_url, secret_key=old)
+    await s.upsert_connection(Connection(id="a", provider="openai", api_key=SECRET))
+    await s.upsert_connection(Connection(id="b", provider="openai", access_token="tok-b", auth_type="oauth"))
+    stranger = load_secret_box(secret_key=Fernet.generate_key().decode()).encrypt("x")
+    async with s.engine.begin() as conn:
+        await conn.execute(text("UPDATE connections SET api_key_enc = :t WHERE id = 'b'"), {"t": stranger})
+    with pytest.raises(SecretKeyMismatch):
+        await s.rotate_secrets(load_secret_box(secret_key=new))
+    a = await s.get_connection("a")
+    assert a is not None and a.api_key == SECRET  # still under the old key
+    async with s.engine.begin() as conn:
+        await conn.execute(text("UPDATE connections SET api_key_enc = NULL WHERE id = 'b'"))
+    assert await s.rotate_secrets(load_secret_box(secret_key=new)) == 2
+    await s.close()
+    with pytest.raises(SecretKeyMismatch):
+        await Store.open(db_url, secret_key=old)
+    s = await Store.open(db_url, secret_key=new)
+    try:
+        conns = {c.id: c for c in await s.list_connections()}
+        assert conns["a"].api_key == SECRET and conns["b"].access_token == "tok-b"
+    finally:
+        await s.close()

@@ -13,10 +13,10 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from omniroute.store.errors import SecretKeyMismatch
-from omniroute.store.models import ConnectionRow, store_meta
+from omniroute.store.models import ConnectionRow, connections, store_meta
 from omniroute.store.secrets import SecretBox
 
-__all__ = ["FINGERPRINT_KEY", "check_key", "encrypted_secret_count", "set_fingerprint", "stored_fingerprint"]
+__all__ = ["FINGERPRINT_KEY", "check_key", "encrypted_secret_count", "reencrypt", "stored_fingerprint"]
 
 FINGERPRINT_KEY = "secret_key_fingerprint"
 _meta = store_meta
@@ -37,13 +37,6 @@ async def stored_fingerprint(engine: AsyncEngine) -> str | None:
         value = (await conn.execute(select(_meta.c.value).where(_meta.c.key == FINGERPRINT_KEY))).scalar()
         await conn.rollback()
     return None if value is None else str(value)
-
-
-async def set_fingerprint(engine: AsyncEngine, fingerprint: str) -> None:
-    """Record ``fingerprint`` (replacing any), e.g. after the secrets were re-encrypted."""
-    async with engine.begin() as conn:
-        await conn.execute(_meta.delete().where(_meta.c.key == FINGERPRINT_KEY))
-        await conn.execute(_meta.insert().values(key=FINGERPRINT_KEY, value=fingerprint))
 
 
 async def _one_token(engine: AsyncEngine) -> str | None:
@@ -77,3 +70,23 @@ async def check_key(engine: AsyncEngine, box: SecretBox, *, key_file: str) -> No
     except IntegrityError:  # another replica recorded it first; it must be ours too
         if await stored_fingerprint(engine) not in box.fingerprints():
             raise SecretKeyMismatch(detail) from None
+
+
+async def reencrypt(engine: AsyncEngine, old: SecretBox, new: SecretBox) -> int:
+    """Re-encrypt every stored secret from ``old`` to ``new`` and record ``new``'s fingerprint, in one
+    transaction (all or nothing); the number of connections rewritten. Raises
+    :class:`SecretKeyMismatch` when ``old`` cannot decrypt a secret (nothing is changed then)."""
+    c = connections
+    async with engine.begin() as conn:
+        rows = (
+            await conn.execute(select(c.c.id, c.c.api_key_enc, c.c.access_token_enc).where(_ENCRYPTED))
+        ).all()
+        for id_, api_key, token in rows:
+            values = {
+                "api_key_enc": None if api_key is None else new.encrypt(old.decrypt(api_key)),
+                "access_token_enc": None if token is None else new.encrypt(old.decrypt(token)),
+            }
+            await conn.execute(c.update().where(c.c.id == id_).values(**values))
+        await conn.execute(_meta.delete().where(_meta.c.key == FINGERPRINT_KEY))
+        await conn.execute(_meta.insert().values(key=FINGERPRINT_KEY, value=new.fingerprints()[0]))
+    return len(rows)

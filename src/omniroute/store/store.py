@@ -17,7 +17,7 @@ from omniroute.clock import Clock, SystemClock
 from omniroute.store import models
 from omniroute.store.db import DatabaseTarget, create_engine, parse_database_url
 from omniroute.store.errors import SECRET_KEY_ENV, SecretKeyMissing
-from omniroute.store.keyguard import check_key, encrypted_secret_count
+from omniroute.store.keyguard import check_key, encrypted_secret_count, reencrypt
 from omniroute.store.migrations import migrate
 from omniroute.store.repos.api_keys import ApiKeysRepo
 from omniroute.store.repos.combos import CombosRepo
@@ -117,6 +117,19 @@ class Store(ConnectionsRepo, ApiKeysRepo, CombosRepo, RoutingRepo, UsageRepo):
                 SECRET_KEY_ENV,
             )
         return cls(engine, secrets, target, clock or SystemClock())
+
+    @property
+    def key_source(self) -> str:
+        """Where the secret key came from: ``OMNIROUTE_SECRET_KEY``, the key file's path, …"""
+        return self._secrets.source
+
+    async def rotate_secrets(self, new: SecretBox) -> int:
+        """Re-encrypt every stored connection secret with ``new`` and record its fingerprint, atomically;
+        this store uses ``new`` afterwards. Returns how many connections were rewritten; raises
+        :class:`SecretKeyMismatch` (nothing changed) when the current key cannot decrypt one."""
+        count = await reencrypt(self._engine, self._secrets, new)
+        self._secrets = new
+        return count
 
     async def close(self) -> None:
         """Close every pooled connection; the store is unusable afterwards."""

@@ -1,5 +1,6 @@
-"""``omniroute doctor`` is read-only (OPS-1): it checks the config, the database, the secret key and
-upstream reachability without writing the database or creating a key file."""
+"""Safe operations (OPS-1, PROV-3): ``omniroute doctor`` checks the config, the database, the secret key
+and upstream reachability without writing the database or creating a key file; ``omniroute secrets
+rotate`` re-encrypts the stored secrets with a new key."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typer.testing import CliRunner
 from omniroute.cli.main import app as cli_app
 from omniroute.config import load_config
 from omniroute.gateway import Gateway
+from omniroute.store import SecretKeyMismatch, Store
 from omniroute.testing.fake_provider import FakeProviderThread
 
 SECRET = "sk-doctor-secret-123456"
@@ -130,3 +132,54 @@ def test_doctor_reports_another_key_even_with_no_secret_stored(
     code, output = _doctor(cfg, {"OMNIROUTE_SECRET_KEY": OTHER_KEY})
     assert code == 1, output
     assert "cannot be decrypted" in output
+
+
+def test_secrets_rotate_reencrypts_with_a_generated_key_that_replaces_the_key_file(
+    config: Path, tmp_path: Path
+) -> None:
+    """PROV-3: `omniroute secrets rotate` prints the new key once, writes it to the key file, and the
+    store opens with it (fingerprint updated) and still decrypts the secret; the old key is refused."""
+    _start_and_stop_gateway(config)
+    key_file = tmp_path / "data" / "secret.key"
+    old_key = key_file.read_text().strip()
+    out = CliRunner().invoke(cli_app, ["secrets", "rotate", "--config", str(config)], env={"COLUMNS": "300"})
+    assert out.exit_code == 0, out.output
+    new_key = key_file.read_text().strip()
+    assert new_key != old_key and new_key in out.output and "1 connection(s)" in out.output
+
+    async def reopen(key: str | None) -> str | None:
+        store = await Store.open(f"sqlite:///{tmp_path}/data/o.db", secret_key=key)
+        try:
+            conn = await store.get_connection("c1")
+            return None if conn is None else conn.api_key
+        finally:
+            await store.close()
+
+    assert asyncio.run(reopen(None)) == SECRET
+    with pytest.raises(SecretKeyMismatch):
+        asyncio.run(reopen(old_key))
+
+
+def test_secrets_rotate_to_a_key_from_the_environment(config: Path, tmp_path: Path) -> None:
+    """PROV-3: OMNIROUTE_NEW_SECRET_KEY is the key rotated to; the key file is left alone."""
+    _start_and_stop_gateway(config)
+    key_file = tmp_path / "data" / "secret.key"
+    before = key_file.read_bytes()
+    out = CliRunner().invoke(
+        cli_app,
+        ["secrets", "rotate", "--config", str(config)],
+        env={"COLUMNS": "300", "OMNIROUTE_NEW_SECRET_KEY": OTHER_KEY},
+    )
+    assert out.exit_code == 0, out.output
+    assert OTHER_KEY not in out.output and "OMNIROUTE_SECRET_KEY" in out.output
+    assert key_file.read_bytes() == before
+
+    async def reopen() -> str | None:
+        store = await Store.open(f"sqlite:///{tmp_path}/data/o.db", secret_key=OTHER_KEY)
+        try:
+            conn = await store.get_connection("c1")
+            return None if conn is None else conn.api_key
+        finally:
+            await store.close()
+
+    assert asyncio.run(reopen()) == SECRET
