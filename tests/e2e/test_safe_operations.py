@@ -8,6 +8,7 @@ import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from typer.testing import CliRunner
 
@@ -16,6 +17,7 @@ from omniroute.config import load_config
 from omniroute.gateway import Gateway
 from omniroute.store import SecretKeyMismatch, Store
 from omniroute.testing.fake_provider import FakeProviderThread
+from omniroute.testing.gateway import GatewayThread
 
 SECRET = "sk-doctor-secret-123456"
 OTHER_KEY = "Zm9yLXRlc3RzLW9ubHktMzItYnl0ZXMtbG9uZy1rZXk="  # 32 bytes, not the store's key
@@ -183,3 +185,45 @@ def test_secrets_rotate_to_a_key_from_the_environment(config: Path, tmp_path: Pa
             await store.close()
 
     assert asyncio.run(reopen()) == SECRET
+
+
+def test_reload_applies_an_edited_config_file_and_refuses_an_invalid_one(
+    tmp_path: Path, upstream: FakeProviderThread, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """OPS-2: `POST /api/reload` re-reads the file: a key added to it works without a restart; a file
+    with an unknown provider is refused with the reason and the running config keeps serving."""
+    monkeypatch.delenv("OMNIROUTE_SECRET_KEY", raising=False)
+    cfg = tmp_path / "cfg.yaml"
+    base = (
+        f"database_url: 'sqlite:///{tmp_path}/o.db'\n"
+        "server: {require_api_key: true}\n"
+        f"providers: [{{id: mine, base_url: '{upstream.base_url}/v1', models: [{{id: m}}]}}]\n"
+        "connections: [{id: c1, provider: mine, api_key: sk-up}]\n"
+    )
+    cfg.write_text(base + "api_keys: [{name: first, key: sk-client-first}]\n")
+    gw = GatewayThread(load_config(cfg))
+    gw.start()
+    try:
+
+        def chat(key: str) -> int:
+            body = {"model": "mine/m", "messages": [{"role": "user", "content": "hi"}]}
+            headers = {"Authorization": f"Bearer {key}"}
+            return httpx.post(
+                f"{gw.base_url}/chat/completions", json=body, headers=headers, timeout=10
+            ).status_code
+
+        assert chat("sk-client-second") == 401
+        cfg.write_text(
+            base + "api_keys: [{name: first, key: sk-client-first}, {name: second, key: sk-client-second}]\n"
+        )
+        r = httpx.post(f"{gw.url}/api/reload", timeout=10)
+        assert r.status_code == 200, r.text
+        assert chat("sk-client-second") == 200
+
+        cfg.write_text(base.replace("provider: mine", "provider: nowhere"))
+        r = httpx.post(f"{gw.url}/api/reload", timeout=10)
+        assert r.status_code == 400
+        assert "connections[0].provider" in r.json()["error"]["message"]
+        assert chat("sk-client-second") == 200
+    finally:
+        gw.stop()
