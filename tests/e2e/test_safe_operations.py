@@ -5,6 +5,8 @@ rotate`` re-encrypts the stored secrets with a new key."""
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +14,7 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
+from omniroute.app import OmniRouteApp, create_app
 from omniroute.cli.main import app as cli_app
 from omniroute.config import load_config
 from omniroute.gateway import Gateway
@@ -227,3 +230,38 @@ def test_reload_applies_an_edited_config_file_and_refuses_an_invalid_one(
         assert chat("sk-client-second") == 200
     finally:
         gw.stop()
+
+
+def test_sighup_reloads_the_config_file_and_an_invalid_one_is_logged_and_kept_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """OPS-2: SIGHUP to `omniroute serve` re-reads the config file (instead of ending the process); an
+    invalid file is logged and the running config kept."""
+    monkeypatch.delenv("OMNIROUTE_SECRET_KEY", raising=False)
+    cfg = tmp_path / "cfg.yaml"
+    base = f"database_url: 'sqlite:///{tmp_path}/o.db'\n"
+    cfg.write_text(base + "api_keys: [{name: first, key: sk-client-first}]\n")
+
+    async def hup(app: OmniRouteApp) -> None:
+        os.kill(os.getpid(), signal.SIGHUP)
+        while not app.reloads:  # the loop's signal wake-up schedules the reload
+            await asyncio.sleep(0)
+        await asyncio.gather(*app.reloads)
+
+    async def run() -> tuple[list[str], list[str]]:
+        app = create_app(load_config(cfg), reload_on_sighup=True)
+        await app.start()
+        try:
+            cfg.write_text(base + "api_keys: [{name: first, key: sk-a}, {name: second, key: sk-b}]\n")
+            await hup(app)
+            after_good = [k.name for k in app.gateway.config.api_keys]
+            cfg.write_text(base + "connections: [{id: c, provider: nowhere}]\n")
+            await hup(app)
+            return after_good, [k.name for k in app.gateway.config.api_keys]
+        finally:
+            await app.stop()
+
+    after_good, after_bad = asyncio.run(run())
+    assert after_good == ["first", "second"]
+    assert after_bad == ["first", "second"]
+    assert "configuration not reloaded" in caplog.text and "connections[0].provider" in caplog.text

@@ -103,7 +103,7 @@ def app_factory() -> object:
     cfg = load_config(os.environ.get("OMNIROUTE_CONFIG") or None)
     host, port = os.environ.get("OMNIROUTE_HOST"), os.environ.get("OMNIROUTE_PORT")
     cfg = cfg.with_overrides(host=host, port=int(port) if port else None)
-    return create_app(cfg, tune_gc=True)
+    return create_app(cfg, tune_gc=True, reload_on_sighup=True)
 
 
 @app.command()
