@@ -27,7 +27,7 @@ from omniroute import bootstrap, wire
 from omniroute.api.deadlines import BodyDeadlines
 from omniroute.clock import Clock, SystemClock
 from omniroute.config import Config, ConfigError, load_config
-from omniroute.core.combo import Combo, ComboMapping, missing_targets
+from omniroute.core.combo import Combo, ComboMapping
 from omniroute.errors import AuthenticationFailed, BudgetExceeded, PermissionDenied
 from omniroute.observe.batch import BatchWriter
 from omniroute.observe.metrics import Metrics
@@ -217,20 +217,7 @@ class Gateway:
         """Checks the config schema cannot make (OPS-2): every connection names a known provider and
         every non-auto combo has targets. Raises :class:`ConfigError` naming the key; warns about API
         keys whose secret is empty (an unset ``${ENV}`` reference admits nobody)."""
-        errors: list[tuple[str, str]] = []
-        for i, c in enumerate(config.connections):
-            if catalog.provider(c.provider) is None:
-                errors.append(
-                    (
-                        f"connections[{i}].provider",
-                        f"unknown provider '{c.provider}' (not in the "
-                        "catalog, the config's providers or the stored providers)",
-                    )
-                )
-        for i, combo in enumerate(config.combos):
-            missing = missing_targets(combo)
-            if missing is not None:
-                errors.append((f"combos[{i}].targets", f"combo '{combo.name}': {missing}"))
+        errors = bootstrap.config_reference_errors(config, catalog)
         if errors:
             raise ConfigError(errors)
         for i, k in enumerate(config.api_keys):

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 
 from omniroute import bootstrap
 from omniroute.config import Config, ConfigError
-from omniroute.core.combo import missing_targets
 from omniroute.errors import UpstreamError
 from omniroute.gateway import data_dir_for
 from omniroute.providers.upstream import AttemptTimeouts, UpstreamClient
@@ -53,18 +52,9 @@ class Report:
 
 def _check_config(cfg: Config, catalog: Catalog, report: Report) -> None:
     """Config references: every connection names a known provider, every non-auto combo has targets."""
-    problems = [
-        f"connections[{i}].provider: unknown provider '{c.provider}'"
-        for i, c in enumerate(cfg.connections)
-        if catalog.provider(c.provider) is None
-    ]
-    problems += [
-        f"combos[{i}].targets: combo '{combo.name}': {missing}"
-        for i, combo in enumerate(cfg.combos)
-        if (missing := missing_targets(combo)) is not None
-    ]
+    problems = bootstrap.config_reference_errors(cfg, catalog)
     if problems:
-        report.add("config", "fail", "; ".join(problems))
+        report.add("config", "fail", "; ".join(f"{key}: {problem}" for key, problem in problems))
     else:
         report.add("config", "ok", str(cfg.source_path or "(defaults)"))
 

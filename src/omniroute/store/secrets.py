@@ -254,13 +254,18 @@ def load_secret_box(
 
 
 def existing_secret_box(
-    *, secret_key: str | None = None, sqlite_path: Path | None = None, data_dir: str | None = None
+    *,
+    secret_key: str | None = None,
+    sqlite_path: Path | None = None,
+    data_dir: str | None = None,
+    ephemeral: bool = False,
 ) -> SecretBox | None:
     """The key :func:`load_secret_box` would use, without ever creating a key file: ``None`` when no key
     is configured and the key file does not exist (read-only checks such as ``omniroute doctor``).
-    Raises ``ValueError`` for a malformed key."""
+    ``ephemeral`` (in-memory database) never looks for a key file. Raises ``ValueError`` for a
+    malformed key."""
     box = _configured_box(secret_key)
-    if box is not None:
+    if box is not None or (ephemeral and data_dir is None):
         return box
     path = key_file_path(sqlite_path=sqlite_path, data_dir=data_dir)
     if not path.exists():

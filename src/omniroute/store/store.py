@@ -91,7 +91,7 @@ class Store(ConnectionsRepo, ApiKeysRepo, CombosRepo, RoutingRepo, UsageRepo):
         target = parse_database_url(url)
         key_file = key_file_path(sqlite_path=target.sqlite_path, data_dir=data_dir)
         secrets = existing_secret_box(
-            secret_key=secret_key, sqlite_path=target.sqlite_path, data_dir=data_dir
+            secret_key=secret_key, sqlite_path=target.sqlite_path, data_dir=data_dir, ephemeral=target.memory
         )
         engine = create_engine(target)
         try:
