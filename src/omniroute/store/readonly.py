@@ -18,7 +18,7 @@ from sqlalchemy.pool import NullPool
 from omniroute.clock import SystemClock
 from omniroute.store.db import DatabaseTarget, create_engine, parse_database_url
 from omniroute.store.keyguard import encrypted_secret_count, stored_fingerprint
-from omniroute.store.migrations import _stamped, shipped_head
+from omniroute.store.migrations import shipped_head, stamped_revisions
 from omniroute.store.secrets import SecretBox, existing_secret_box
 from omniroute.store.store import Store
 
@@ -42,7 +42,7 @@ class ReadonlyStore:
         """(revisions stamped in ``alembic_version`` — ``[]`` for a database never migrated, the newest
         revision this package ships — ``None`` when that cannot be read cheaply)."""
         async with self.store.engine.connect() as conn:
-            stamped = await conn.run_sync(_stamped)
+            stamped = await conn.run_sync(stamped_revisions)
             await conn.rollback()
         return stamped, shipped_head()
 
