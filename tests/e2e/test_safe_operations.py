@@ -265,3 +265,15 @@ def test_sighup_reloads_the_config_file_and_an_invalid_one_is_logged_and_kept_ou
     assert after_good == ["first", "second"]
     assert after_bad == ["first", "second"]
     assert "configuration not reloaded" in caplog.text and "connections[0].provider" in caplog.text
+
+
+def test_doctor_on_an_in_memory_database_warns_and_passes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """OPS-1: an in-memory database has nothing to check; doctor says so without failing."""
+    monkeypatch.delenv("OMNIROUTE_SECRET_KEY", raising=False)
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text("database_url: 'sqlite://'\n")
+    code, output = _doctor(cfg)
+    assert code == 0, output
+    assert "in memory" in output

@@ -17,6 +17,7 @@ from omniroute.errors import UpstreamError
 from omniroute.gateway import data_dir_for
 from omniroute.providers.upstream import AttemptTimeouts, UpstreamClient
 from omniroute.store import SecretKeyMismatch
+from omniroute.store.db import parse_database_url
 from omniroute.store.errors import SECRET_KEY_ENV
 from omniroute.store.readonly import ReadonlyStore, open_readonly
 from omniroute.store.secrets import key_file_path
@@ -157,11 +158,16 @@ async def run_doctor(cfg: Config, console: LazyConsole) -> bool:
     data_dir = data_dir_for(cfg.database_url)
     stored: list[Connection] = []
     nodes: list[dict[str, object]] = []
-    try:
-        db = open_readonly(cfg.database_url, data_dir=data_dir)
-    except (ValueError, FileNotFoundError) as exc:
-        report.add("database", "warn" if isinstance(exc, FileNotFoundError) else "fail", _db_problem(exc))
-        db = None
+    db = None
+    if parse_database_url(cfg.database_url, create_dirs=False).memory:
+        report.add("database", "warn", "in memory: nothing is kept between runs, nothing to check")
+    else:
+        try:
+            db = open_readonly(cfg.database_url, data_dir=data_dir)
+        except FileNotFoundError as exc:
+            report.add("database", "warn", f"{exc}: no database yet (the first start creates it)")
+        except ValueError as exc:
+            report.add("database", "fail", str(exc))
     if db is not None:
         try:
             if await _check_database(db, report):
@@ -182,9 +188,3 @@ async def run_doctor(cfg: Config, console: LazyConsole) -> bool:
         await _check_upstreams([c for c in by_id.values() if c.is_active], catalog, cfg, report)
     _print(report, console)
     return not report.failed
-
-
-def _db_problem(exc: Exception) -> str:
-    if isinstance(exc, FileNotFoundError):
-        return f"{exc}: no database yet (the first start creates it)"
-    return str(exc)

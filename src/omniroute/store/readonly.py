@@ -89,7 +89,7 @@ def _readonly_engine(target: DatabaseTarget) -> AsyncEngine:
 def open_readonly(url: str, *, data_dir: str | None) -> ReadonlyStore:
     """Open ``url`` for reading only (see the module docstring); ``data_dir`` as for ``Store.open``.
 
-    Raises ``ValueError`` for an unsupported URL, an in-memory database (nothing to check) or a
+    Raises ``ValueError`` for an unsupported URL, an in-memory database (nothing to read) or a
     malformed key, and ``FileNotFoundError`` naming a SQLite file that does not exist.
     """
     target = parse_database_url(url, create_dirs=False)
