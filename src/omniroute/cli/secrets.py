@@ -37,12 +37,14 @@ async def rotate_secrets(cfg: Config, console: LazyConsole) -> None:
     finally:
         await store.close()
     console.print(f"Re-encrypted the secrets of {count} connection(s) with the new key.")
-    if not given and from_file:
-        replace_key_file(key_file, keys[0])
-        console.print(f"The new key replaced {key_file}; keep a copy of it:")
-    elif not given:
-        console.print(f"Set {SECRET_KEY_ENV} to the new key on every instance; it is shown once:")
-    else:
+    if given:
         console.print(f"Set {SECRET_KEY_ENV} to the new key on every instance before restarting them.")
         return
+    if from_file:
+        console.print(f"The new key replaces {key_file}; it is shown once, keep a copy:")
+    else:
+        console.print(f"Set {SECRET_KEY_ENV} to the new key on every instance; it is shown once:")
+    # Printed before the key file is written: were that write to fail, the key is not lost.
     print(keys[0].decode())  # plain, so no console styling or wrapping alters it
+    if from_file:
+        replace_key_file(key_file, keys[0])
