@@ -125,6 +125,7 @@ class Gateway:
         self.body_deadlines = BodyDeadlines()  # 408 for request bodies that stop arriving
         self._fingerprint: tuple[Any, ...] | None = None  # store fingerprint the snapshot was built from
         self._store_watch: asyncio.Task[None] | None = None
+        self._reload_lock = asyncio.Lock()  # a SIGHUP and POST /api/reload arriving together apply in turn
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
@@ -204,13 +205,14 @@ class Gateway:
         assert self.store is not None
         if self.config.source_path is None:
             raise ConfigError("no config file to reload: the gateway was started without one")
-        new = load_config(self.config.source_path)
-        bootstrap.check_provider_formats(new)
-        catalog = bootstrap.build_catalog(new, await self.store.list_provider_nodes(), self.simulated)
-        self._check_config_references(new, catalog)
-        await bootstrap.load_config_into_store(new, self.store)
-        self.config = new
-        await self.refresh()
+        async with self._reload_lock:
+            new = load_config(self.config.source_path)
+            bootstrap.check_provider_formats(new)
+            catalog = bootstrap.build_catalog(new, await self.store.list_provider_nodes(), self.simulated)
+            self._check_config_references(new, catalog)
+            await bootstrap.load_config_into_store(new, self.store)
+            self.config = new
+            await self.refresh()
         log.info("configuration reloaded from %s", new.source_path)
 
     def _check_config_references(self, config: Config, catalog: Catalog) -> None:
