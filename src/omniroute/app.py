@@ -9,9 +9,11 @@ flushes and closes on ``lifespan.shutdown``.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import gc
 import logging
+import signal
 
 from omniroute import dashboard, wire
 from omniroute.api import embeddings
@@ -31,9 +33,18 @@ log = logging.getLogger("omniroute")
 class OmniRouteApp:
     """The ASGI callable. ``gateway`` is available for tests and the CLI."""
 
-    def __init__(self, config: Config, *, tune_gc: bool = False, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        config: Config,
+        *,
+        tune_gc: bool = False,
+        clock: Clock | None = None,
+        reload_on_sighup: bool = False,
+    ) -> None:
         self.gateway = Gateway(config, clock=clock)
         self.tune_gc = tune_gc
+        self.reload_on_sighup = reload_on_sighup
+        self.reloads: set[asyncio.Task[None]] = set()  # SIGHUP reloads under way (kept referenced)
         self.admin = build_admin_app(self.gateway)
         dashboard.install(self.admin)  # the console, /docs and / (OPS-3)
         exact, self.pattern_routes = route_table(wire.FORMATS)
@@ -90,6 +101,8 @@ class OmniRouteApp:
         if not self.started:
             await self.gateway.start()
             self.started = True
+            if self.reload_on_sighup:
+                asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, self._on_sighup)
             if self.tune_gc:
                 # A long-running server: move everything loaded at start-up out of the collector's
                 # view and collect less often (full collections took ~140 ms each under load and were
@@ -98,7 +111,22 @@ class OmniRouteApp:
                 gc.freeze()
                 gc.set_threshold(50_000, 20, 100)
 
+    def _on_sighup(self) -> None:
+        task = asyncio.create_task(self._reload(), name="config-reload")
+        self.reloads.add(task)
+        task.add_done_callback(self.reloads.discard)
+
+    async def _reload(self) -> None:
+        """SIGHUP: re-read and apply the config file (:meth:`Gateway.reload`); an invalid file is logged
+        and the running configuration kept."""
+        try:
+            await self.gateway.reload()
+        except (ConfigError, FileNotFoundError, ValueError) as exc:
+            log.error("configuration not reloaded, keeping the running one: %s", exc)
+
     async def stop(self) -> None:
+        if self.reload_on_sighup:
+            asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP)
         if self.started:
             await self.gateway.stop()
             self.started = False
@@ -169,9 +197,15 @@ async def _method_not_allowed(scope: Scope, send: Send) -> None:
 
 
 def create_app(
-    config: Config | None = None, *, tune_gc: bool = False, clock: Clock | None = None
+    config: Config | None = None,
+    *,
+    tune_gc: bool = False,
+    clock: Clock | None = None,
+    reload_on_sighup: bool = False,
 ) -> OmniRouteApp:
     """Build the ASGI app for ``config`` (defaults when ``None``); ``tune_gc`` for a dedicated server
     process (``omniroute serve``), not for apps embedded in a test process; ``clock`` is the time
-    the gateway runs on (default the process clock; a :class:`~omniroute.clock.FakeClock` in tests)."""
-    return OmniRouteApp(config or Config(), tune_gc=tune_gc, clock=clock)
+    the gateway runs on (default the process clock; a :class:`~omniroute.clock.FakeClock` in tests);
+    ``reload_on_sighup`` makes SIGHUP re-read the config file (the process's main event loop only:
+    ``omniroute serve``)."""
+    return OmniRouteApp(config or Config(), tune_gc=tune_gc, clock=clock, reload_on_sighup=reload_on_sighup)

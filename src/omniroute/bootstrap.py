@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from omniroute import wire
 from omniroute.clock import Clock
 from omniroute.config import Config, ConfigError, ProviderConfig
+from omniroute.core.combo import missing_targets
 from omniroute.providers.catalog import Catalog, ModelOverride, ProviderOverride
 from omniroute.providers.prices import with_library_prices
 from omniroute.resilience.breaker import BreakerSettings
@@ -39,6 +40,26 @@ def check_provider_formats(config: Config) -> None:
     ]
     if errors:
         raise ConfigError(errors, source=config.source_path)
+
+
+def config_reference_errors(config: Config, catalog: Catalog) -> list[tuple[str, str]]:
+    """Checks the config schema cannot make (OPS-2), as ``(key, problem)`` pairs: every connection
+    names a provider ``catalog`` knows and every non-auto combo has targets."""
+    errors = [
+        (
+            f"connections[{i}].provider",
+            f"unknown provider '{c.provider}' (not in the catalog, the config's providers or the "
+            "stored providers)",
+        )
+        for i, c in enumerate(config.connections)
+        if catalog.provider(c.provider) is None
+    ]
+    errors += [
+        (f"combos[{i}].targets", f"combo '{combo.name}': {missing}")
+        for i, combo in enumerate(config.combos)
+        if (missing := missing_targets(combo)) is not None
+    ]
+    return errors
 
 
 def build_resilience(config: Config, state: RoutingState, clock: Clock) -> Resilience:

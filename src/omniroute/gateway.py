@@ -26,8 +26,8 @@ import orjson
 from omniroute import bootstrap, wire
 from omniroute.api.deadlines import BodyDeadlines
 from omniroute.clock import Clock, SystemClock
-from omniroute.config import Config, ConfigError
-from omniroute.core.combo import Combo, ComboMapping, missing_targets
+from omniroute.config import Config, ConfigError, load_config
+from omniroute.core.combo import Combo, ComboMapping
 from omniroute.errors import AuthenticationFailed, BudgetExceeded, ModelNotFound, PermissionDenied
 from omniroute.observe.batch import BatchWriter
 from omniroute.observe.metrics import Metrics
@@ -126,6 +126,7 @@ class Gateway:
         self.body_deadlines = BodyDeadlines()  # 408 for request bodies that stop arriving
         self._fingerprint: tuple[Any, ...] | None = None  # store fingerprint the snapshot was built from
         self._store_watch: asyncio.Task[None] | None = None
+        self._reload_lock = asyncio.Lock()  # a SIGHUP and POST /api/reload arriving together apply in turn
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
@@ -147,7 +148,7 @@ class Gateway:
                 ", ".join(self.simulated.provider_ids),
             )
         await self.refresh()
-        self._check_config_references()
+        self._check_config_references(self.config, self.catalog)
         from omniroute.routing.combos import log_shadowing
 
         log_shadowing(self)  # SPEC §4: one line listing every combo that shadows a model id
@@ -194,29 +195,39 @@ class Gateway:
         await self.refresh()
         return True
 
-    def _check_config_references(self) -> None:
+    async def reload(self) -> None:
+        """Re-read the config file and apply it as at start (OPS-2): its providers, connections, API keys
+        and combos are loaded into the store and the routing snapshot is rebuilt; requests in flight
+        finish on the snapshot they started with. Settings read once at start (listen address, workers,
+        timeouts, resilience, Redis, database) keep their start-up values until a restart.
+
+        Raises :class:`ConfigError` (naming the key) for an invalid file, ``FileNotFoundError`` for a
+        missing one, before anything changes: the running config is kept."""
+        assert self.store is not None
+        if self.config.source_path is None:
+            raise ConfigError("no config file to reload: the gateway was started without one")
+        async with self._reload_lock:
+            new = load_config(self.config.source_path)
+            bootstrap.check_provider_formats(new)
+            catalog = bootstrap.build_catalog(new, await self.store.list_provider_nodes(), self.simulated)
+            self._check_config_references(new, catalog)
+            await bootstrap.load_config_into_store(new, self.store)
+            self.config = new
+            await self.refresh()
+        log.info("configuration reloaded from %s", new.source_path)
+
+    def _check_config_references(self, config: Config, catalog: Catalog) -> None:
         """Checks the config schema cannot make (OPS-2): every connection names a known provider and
-        every non-auto combo has targets and every ``model_aliases`` route resolves. Raises
-        :class:`ConfigError` naming the key; warns about API keys whose secret is empty (an unset
-        ``${ENV}`` reference admits nobody)."""
-        errors: list[tuple[str, str]] = []
-        for i, c in enumerate(self.config.connections):
-            if self.catalog.provider(c.provider) is None:
-                errors.append(
-                    (
-                        f"connections[{i}].provider",
-                        f"unknown provider '{c.provider}' (not in the "
-                        "catalog, the config's providers or the stored providers)",
-                    )
-                )
-        for i, combo in enumerate(self.config.combos):
-            missing = missing_targets(combo)
-            if missing is not None:
-                errors.append((f"combos[{i}].targets", f"combo '{combo.name}': {missing}"))
-        errors.extend(check_alias_routes(self.registry))
+        every non-auto combo has targets; at start-up also that every ``model_aliases`` route resolves
+        (a reload applies new aliases with the snapshot it rebuilds). Raises :class:`ConfigError`
+        naming the key; warns about API keys whose secret is empty (an unset ``${ENV}`` reference
+        admits nobody)."""
+        errors = bootstrap.config_reference_errors(config, catalog)
+        if config is self.config:
+            errors.extend(check_alias_routes(self.registry))
         if errors:
             raise ConfigError(errors)
-        for i, k in enumerate(self.config.api_keys):
+        for i, k in enumerate(config.api_keys):
             if not k.key:
                 log.warning(
                     "api_keys[%d] (%s): the key is empty (unset ${ENV} reference?); it admits nobody",

@@ -11,7 +11,8 @@ import pytest
 from cryptography.fernet import Fernet
 from sqlalchemy import text
 
-from omniroute.store import SecretKeyMismatch, Store, mask
+from omniroute.store import SecretKeyMismatch, SecretKeyMissing, Store, mask
+from omniroute.store.models import store_meta
 from omniroute.store.secrets import KEY_FILE_NAME, key_file_path, load_secret_box
 from omniroute.values import Connection
 
@@ -78,12 +79,52 @@ async def test_wrong_key_raises_secret_key_mismatch(db_url: str, tmp_path: Path)
     s = await Store.open(db_url, secret_key=Fernet.generate_key().decode())
     await s.upsert_connection(Connection(id="c", provider="openai", api_key=SECRET))
     await s.close()
-    s = await Store.open(db_url, secret_key=Fernet.generate_key().decode())
-    try:
-        with pytest.raises(SecretKeyMismatch, match="OMNIROUTE_SECRET_KEY"):
-            await s.list_connections()
-    finally:
-        await s.close()
+    with pytest.raises(SecretKeyMismatch, match="OMNIROUTE_SECRET_KEY"):
+        await Store.open(db_url, secret_key=Fernet.generate_key().decode())
+
+
+async def test_missing_key_with_stored_secrets_stops_start_and_creates_no_key_file(tmp_path: Path) -> None:
+    """PROV-3: a lost key file is never replaced by a new key while secrets are stored; start-up stops
+    naming the environment variable and the key file."""
+    url = f"sqlite:///{tmp_path}/omniroute.db"
+    s = await Store.open(url)
+    await s.upsert_connection(Connection(id="c", provider="openai", api_key=SECRET))
+    await s.close()
+    key_file = tmp_path / KEY_FILE_NAME
+    key_file.unlink()
+    with pytest.raises(SecretKeyMissing, match="OMNIROUTE_SECRET_KEY") as err:
+        await Store.open(url)
+    assert str(key_file) in str(err.value)
+    assert not key_file.exists()
+
+
+async def test_other_key_is_refused_at_start_even_with_no_secret_left(db_url: str) -> None:
+    """PROV-3: the key's fingerprint is stored, so another key is refused at start before it writes a
+    secret the other replicas could not read."""
+    key = Fernet.generate_key().decode()
+    s = await Store.open(db_url, secret_key=key)
+    await s.close()
+    with pytest.raises(SecretKeyMismatch, match="OMNIROUTE_SECRET_KEY"):
+        await Store.open(db_url, secret_key=Fernet.generate_key().decode())
+    again = await Store.open(db_url, secret_key=f"{Fernet.generate_key().decode()},{key}")  # rotation list
+    await again.close()
+
+
+async def test_database_without_a_fingerprint_is_checked_by_decrypting_and_then_recorded(db_url: str) -> None:
+    """PROV-3: a database written before fingerprints were kept accepts its own key (and records it)
+    and refuses another."""
+    key = Fernet.generate_key().decode()
+    s = await Store.open(db_url, secret_key=key)
+    await s.upsert_connection(Connection(id="c", provider="openai", api_key=SECRET))
+    async with s.engine.begin() as conn:
+        await conn.execute(store_meta.delete())
+    await s.close()
+    with pytest.raises(SecretKeyMismatch):
+        await Store.open(db_url, secret_key=Fernet.generate_key().decode())
+    s = await Store.open(db_url, secret_key=key)
+    async with s.engine.connect() as conn:
+        assert len((await conn.execute(store_meta.select())).all()) == 1
+    await s.close()
 
 
 async def test_secret_is_encrypted_in_the_raw_column(store: Store) -> None:
@@ -141,11 +182,11 @@ def test_key_check_accepts_exactly_what_fernet_accepts(key: bytes) -> None:
 
 
 def test_generated_keys_are_fernet_keys() -> None:
-    from omniroute.store.secrets import _generate_key
+    from omniroute.store.secrets import generate_key
 
     box = load_secret_box(ephemeral=True)
     assert box.decrypt(box.encrypt(SECRET)) == SECRET
-    Fernet(_generate_key())
+    Fernet(generate_key())
 
 
 def test_cryptography_is_imported_on_the_first_secret_only(tmp_path: Path) -> None:
@@ -162,3 +203,31 @@ def test_cryptography_is_imported_on_the_first_secret_only(tmp_path: Path) -> No
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.split() == ["False", "True"]
     assert (tmp_path / KEY_FILE_NAME).exists()
+
+
+async def test_rotation_is_all_or_nothing_and_moves_the_fingerprint(db_url: str) -> None:
+    """PROV-3: rotating re-encrypts every secret in one transaction; a secret the current key cannot
+    read aborts it with nothing changed, and after a rotation only the new key opens the store."""
+    old, new = Fernet.generate_key().decode(), Fernet.generate_key().decode()
+    s = await Store.open(db_url, secret_key=old)
+    await s.upsert_connection(Connection(id="a", provider="openai", api_key=SECRET))
+    await s.upsert_connection(Connection(id="b", provider="openai", access_token="tok-b", auth_type="oauth"))
+    stranger = load_secret_box(secret_key=Fernet.generate_key().decode()).encrypt("x")
+    async with s.engine.begin() as conn:
+        await conn.execute(text("UPDATE connections SET api_key_enc = :t WHERE id = 'b'"), {"t": stranger})
+    with pytest.raises(SecretKeyMismatch):
+        await s.rotate_secrets(load_secret_box(secret_key=new))
+    a = await s.get_connection("a")
+    assert a is not None and a.api_key == SECRET  # still under the old key
+    async with s.engine.begin() as conn:
+        await conn.execute(text("UPDATE connections SET api_key_enc = NULL WHERE id = 'b'"))
+    assert await s.rotate_secrets(load_secret_box(secret_key=new)) == 2
+    await s.close()
+    with pytest.raises(SecretKeyMismatch):
+        await Store.open(db_url, secret_key=old)
+    s = await Store.open(db_url, secret_key=new)
+    try:
+        conns = {c.id: c for c in await s.list_connections()}
+        assert conns["a"].api_key == SECRET and conns["b"].access_token == "tok-b"
+    finally:
+        await s.close()

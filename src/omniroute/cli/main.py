@@ -20,7 +20,9 @@ from omniroute.config import ConfigError, load_config
 app = typer.Typer(help="OmniRoute: a self-hosted AI gateway.", no_args_is_help=True, add_completion=False)
 keys_app = typer.Typer(help="Client API keys.", no_args_is_help=True)
 catalog_app = typer.Typer(help="The provider/model catalog.", no_args_is_help=True)
+secrets_app = typer.Typer(help="The key that encrypts stored connection secrets.", no_args_is_help=True)
 app.add_typer(keys_app, name="keys")
+app.add_typer(secrets_app, name="secrets")
 app.add_typer(catalog_app, name="catalog")
 app.add_typer(combos_app, name="combos")
 app.add_typer(providers_app, name="providers")
@@ -101,7 +103,7 @@ def app_factory() -> object:
     cfg = load_config(os.environ.get("OMNIROUTE_CONFIG") or None)
     host, port = os.environ.get("OMNIROUTE_HOST"), os.environ.get("OMNIROUTE_PORT")
     cfg = cfg.with_overrides(host=host, port=int(port) if port else None)
-    return create_app(cfg, tune_gc=True)
+    return create_app(cfg, tune_gc=True, reload_on_sighup=True)
 
 
 @app.command()
@@ -161,6 +163,20 @@ def keys_revoke(
         err_console.print(f"[red]No key '{key}'.[/red]")
         raise typer.Exit(1)
     console.print(f"Revoked '{key}'.")
+
+
+@secrets_app.command("rotate")
+def secrets_rotate(config: ConfigOpt = None) -> None:
+    """Re-encrypt every stored connection secret with a new key: OMNIROUTE_NEW_SECRET_KEY, or a
+    generated key that replaces the key file (printed once)."""
+    from omniroute.cli.secrets import rotate_secrets
+    from omniroute.store import StoreError
+
+    try:
+        asyncio.run(rotate_secrets(_load(config), console))
+    except (StoreError, ValueError) as exc:
+        err_console.print(f"[red]Cannot rotate the secret key:[/red] {exc}")
+        raise typer.Exit(1) from None
 
 
 @catalog_app.command("list")

@@ -4,7 +4,13 @@
 :mod:`omniroute.store.store` for the methods and :mod:`omniroute.store.secrets` for where the key lives.
 """
 
-from omniroute.store.errors import SecretKeyMismatch, StoreConflict, StoreError, StoreNotFound
+from omniroute.store.errors import (
+    SecretKeyMismatch,
+    SecretKeyMissing,
+    StoreConflict,
+    StoreError,
+    StoreNotFound,
+)
 from omniroute.store.migrations import migrate
 from omniroute.store.repos.api_keys import hash_key
 from omniroute.store.repos.connections import UNSET
@@ -15,6 +21,7 @@ from omniroute.store.store import Store
 __all__ = [
     "UNSET",
     "SecretKeyMismatch",
+    "SecretKeyMissing",
     "Store",
     "StoreConflict",
     "StoreError",

@@ -5,7 +5,8 @@
     StoreError
     ├── StoreConflict(ValueError)      a unique name is taken (COMBO-1: 400 on duplicate)
     ├── StoreNotFound(LookupError)     a referenced row does not exist (COMBO-2 mapping → combo)
-    └── SecretKeyMismatch              stored secrets cannot be decrypted with the configured key (PROV-3)
+    ├── SecretKeyMismatch              stored secrets cannot be decrypted with the configured key (PROV-3)
+    └── SecretKeyMissing               secrets are stored but no key is configured (PROV-3)
 """
 
 from __future__ import annotations
@@ -38,3 +39,16 @@ class SecretKeyMismatch(StoreError):
             f"set {SECRET_KEY_ENV} (or restore the secret.key file) to the key they were written with"
         )
         super().__init__(f"{msg} ({detail})" if detail else msg)
+
+
+class SecretKeyMissing(StoreError):
+    """The store holds encrypted secrets but no key is configured and the key file is missing (PROV-3).
+
+    Raised at start instead of generating a new key, which could never decrypt them.
+    """
+
+    def __init__(self, key_file: str) -> None:
+        super().__init__(
+            "the database holds encrypted connection secrets but no secret key was found; "
+            f"set {SECRET_KEY_ENV} or restore the key file {key_file} (a new key cannot decrypt them)"
+        )

@@ -36,6 +36,7 @@ __all__ = [
     "ProviderNodeRow",
     "ResponseRow",
     "RoutingDecisionRow",
+    "StoreMetaRow",
     "UsageRow",
     "api_keys",
     "auto_exclusions",
@@ -46,6 +47,7 @@ __all__ = [
     "provider_nodes",
     "responses_store",
     "routing_decisions",
+    "store_meta",
     "usage_log",
 ]
 
@@ -232,6 +234,16 @@ class ResponseRow(Base):
     created_at: Mapped[float] = mapped_column(Float)
 
 
+class StoreMetaRow(Base):
+    """One named fact about the store itself; ``secret_key_fingerprint`` identifies the key the secrets
+    were written with, so start-up refuses another key before it writes anything (PROV-3)."""
+
+    __tablename__ = "store_meta"
+
+    key: Mapped[str] = mapped_column(primary_key=True)
+    value: Mapped[str] = mapped_column(Text)
+
+
 def _table(model: type[Base]) -> Table:
     table = model.__table__
     if not isinstance(table, Table):  # pragma: no cover - declarative always builds a Table
@@ -250,3 +262,4 @@ auto_exclusions = _table(AutoExclusionRow)
 usage_log = _table(UsageRow)
 routing_decisions = _table(RoutingDecisionRow)
 responses_store = _table(ResponseRow)
+store_meta = _table(StoreMetaRow)

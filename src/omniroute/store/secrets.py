@@ -28,7 +28,17 @@ from omniroute.store.errors import SECRET_KEY_ENV, SecretKeyMismatch
 if TYPE_CHECKING:
     from cryptography.fernet import MultiFernet
 
-__all__ = ["KEY_FILE_NAME", "SecretBox", "key_file_path", "load_secret_box", "mask"]
+__all__ = [
+    "KEY_FILE_NAME",
+    "SecretBox",
+    "existing_secret_box",
+    "generate_key",
+    "key_file_path",
+    "load_secret_box",
+    "mask",
+    "parse_keys",
+    "replace_key_file",
+]
 
 log = logging.getLogger(__name__)
 
@@ -60,9 +70,10 @@ _GENERATE_HINT = (
 
 
 _FERNET_KEY_BYTES = 32
+_FINGERPRINT_PURPOSE = b"omniroute secret key fingerprint"
 
 
-def _generate_key() -> bytes:
+def generate_key() -> bytes:
     """A new Fernet key: 32 random bytes in URL-safe base64 (what ``Fernet.generate_key()`` returns)."""
     return base64.urlsafe_b64encode(os.urandom(_FERNET_KEY_BYTES))
 
@@ -110,6 +121,12 @@ class SecretBox:
         the secret every worker and replica already has without reusing the Fernet key itself."""
         return hmac.new(self._keys[0], purpose, hashlib.sha256).digest()
 
+    def fingerprints(self) -> tuple[str, ...]:
+        """A short public identifier of each key, encrypting key first: the first 16 hex digits of
+        HMAC-SHA256(key, ``b"omniroute secret key fingerprint"``). Stored in the database to recognise
+        the key its secrets were written with; it reveals nothing about the key."""
+        return tuple(hmac.new(k, _FINGERPRINT_PURPOSE, hashlib.sha256).hexdigest()[:16] for k in self._keys)
+
     def decrypt(self, token: str) -> str:
         """Plaintext of a token written by :meth:`encrypt`.
 
@@ -148,7 +165,8 @@ def key_file_path(*, sqlite_path: Path | None, data_dir: str | None) -> Path:
     return _HOME_DIR.expanduser() / KEY_FILE_NAME
 
 
-def _parse_keys(raw: str, origin: str) -> list[bytes]:
+def parse_keys(raw: str, origin: str) -> list[bytes]:
+    """Comma-separated Fernet keys from ``raw``; ``ValueError`` naming ``origin`` for a bad one."""
     keys = [k.strip().encode("ascii") for k in raw.split(",") if k.strip()]
     if not keys:
         raise ValueError(f"{origin} is empty; {_GENERATE_HINT}")
@@ -167,7 +185,7 @@ def _read_or_create_key_file(path: Path) -> bytes:
             log.warning("secret key file %s is readable by others (mode %o); chmod 600 it", path, mode)
         return path.read_bytes().strip()
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    key = _generate_key()
+    key = generate_key()
     # Write a private temp file then hard-link it into place: the link fails if another worker won the
     # race, and no reader ever sees a half-written key.
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -188,6 +206,31 @@ def _read_or_create_key_file(path: Path) -> bytes:
     return key
 
 
+def _configured_box(secret_key: str | None) -> SecretBox | None:
+    """The box for an explicit ``secret_key`` argument, else ``OMNIROUTE_SECRET_KEY``, else ``None``."""
+    if secret_key:
+        return SecretBox(parse_keys(secret_key, "secret_key"), source="secret_key argument")
+    env = os.environ.get(SECRET_KEY_ENV)
+    if env:
+        return SecretBox(parse_keys(env, SECRET_KEY_ENV), source=SECRET_KEY_ENV)
+    return None
+
+
+def replace_key_file(path: Path, key: bytes) -> None:
+    """Write ``key`` to ``path`` (mode 0600) through a private temp file renamed over it, so a reader
+    sees the old key or the new one, never half a key."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.new")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        os.write(fd, key + b"\n")
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
 def load_secret_box(
     *,
     secret_key: str | None = None,
@@ -200,13 +243,31 @@ def load_secret_box(
     ``ephemeral`` (in-memory database) generates a throwaway key instead of a key file. Raises
     ``ValueError`` for a malformed key.
     """
-    if secret_key:
-        return SecretBox(_parse_keys(secret_key, "secret_key"), source="secret_key argument")
-    env = os.environ.get(SECRET_KEY_ENV)
-    if env:
-        return SecretBox(_parse_keys(env, SECRET_KEY_ENV), source=SECRET_KEY_ENV)
+    box = _configured_box(secret_key)
+    if box is not None:
+        return box
     if ephemeral and data_dir is None:
-        return SecretBox([_generate_key()], source="ephemeral key (in-memory database)")
+        return SecretBox([generate_key()], source="ephemeral key (in-memory database)")
     path = key_file_path(sqlite_path=sqlite_path, data_dir=data_dir)
     key = _read_or_create_key_file(path)
-    return SecretBox(_parse_keys(key.decode("ascii"), str(path)), source=str(path))
+    return SecretBox(parse_keys(key.decode("ascii"), str(path)), source=str(path))
+
+
+def existing_secret_box(
+    *,
+    secret_key: str | None = None,
+    sqlite_path: Path | None = None,
+    data_dir: str | None = None,
+    ephemeral: bool = False,
+) -> SecretBox | None:
+    """The key :func:`load_secret_box` would use, without ever creating a key file: ``None`` when no key
+    is configured and the key file does not exist (read-only checks such as ``omniroute doctor``).
+    ``ephemeral`` (in-memory database) never looks for a key file. Raises ``ValueError`` for a
+    malformed key."""
+    box = _configured_box(secret_key)
+    if box is not None or (ephemeral and data_dir is None):
+        return box
+    path = key_file_path(sqlite_path=sqlite_path, data_dir=data_dir)
+    if not path.exists():
+        return None
+    return SecretBox(parse_keys(path.read_text("ascii").strip(), str(path)), source=str(path))

@@ -16,14 +16,21 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from omniroute.clock import Clock, SystemClock
 from omniroute.store import models
 from omniroute.store.db import DatabaseTarget, create_engine, parse_database_url
-from omniroute.store.errors import SECRET_KEY_ENV
+from omniroute.store.errors import SECRET_KEY_ENV, SecretKeyMissing
+from omniroute.store.keyguard import check_key, encrypted_secret_count, reencrypt
 from omniroute.store.migrations import migrate
 from omniroute.store.repos.api_keys import ApiKeysRepo
 from omniroute.store.repos.combos import CombosRepo
 from omniroute.store.repos.connections import ConnectionsRepo
 from omniroute.store.repos.routing import RoutingRepo
 from omniroute.store.repos.usage import UsageRepo
-from omniroute.store.secrets import KEY_FILE_NAME, SecretBox, load_secret_box
+from omniroute.store.secrets import (
+    KEY_FILE_NAME,
+    SecretBox,
+    existing_secret_box,
+    key_file_path,
+    load_secret_box,
+)
 
 __all__ = ["PING_TIMEOUT_S", "Store"]
 
@@ -75,19 +82,28 @@ class Store(ConnectionsRepo, ApiKeysRepo, CombosRepo, RoutingRepo, UsageRepo):
         ``postgresql://user@host/db``. ``secret_key``: Fernet key(s), else ``OMNIROUTE_SECRET_KEY``, else
         ``<data_dir or the SQLite folder or ~/.omniroute>/secret.key`` (created 0600). ``clock`` stamps
         rows and times the Responses store's TTL (default the process clock; a gateway passes its
-        own). Raises ``ValueError`` for an unsupported URL or malformed key, and SQLAlchemy/driver
-        errors when the database is unreachable.
+        own). Raises ``ValueError`` for an unsupported URL or malformed key,
+        :class:`SecretKeyMissing` when secrets are stored but no key is found (none is generated then),
+        :class:`SecretKeyMismatch` when the key is not the one they were written with (its
+        fingerprint is kept in the database), and SQLAlchemy/driver errors when the database is
+        unreachable.
         """
         target = parse_database_url(url)
-        secrets = load_secret_box(
-            secret_key=secret_key,
-            sqlite_path=target.sqlite_path,
-            data_dir=data_dir,
-            ephemeral=target.memory,
+        key_file = key_file_path(sqlite_path=target.sqlite_path, data_dir=data_dir)
+        secrets = existing_secret_box(
+            secret_key=secret_key, sqlite_path=target.sqlite_path, data_dir=data_dir, ephemeral=target.memory
         )
         engine = create_engine(target)
         try:
             await migrate(engine)
+            if secrets is None:
+                # Never generate a key for a store that already holds secrets: it could not read them.
+                if await encrypted_secret_count(engine):
+                    raise SecretKeyMissing(str(key_file))
+                secrets = load_secret_box(
+                    sqlite_path=target.sqlite_path, data_dir=data_dir, ephemeral=target.memory
+                )
+            await check_key(engine, secrets, key_file=str(key_file))
         except BaseException:
             await engine.dispose()
             raise
@@ -101,6 +117,19 @@ class Store(ConnectionsRepo, ApiKeysRepo, CombosRepo, RoutingRepo, UsageRepo):
                 SECRET_KEY_ENV,
             )
         return cls(engine, secrets, target, clock or SystemClock())
+
+    @property
+    def key_source(self) -> str:
+        """Where the secret key came from: ``OMNIROUTE_SECRET_KEY``, the key file's path, …"""
+        return self._secrets.source
+
+    async def rotate_secrets(self, new: SecretBox) -> int:
+        """Re-encrypt every stored connection secret with ``new`` and record its fingerprint, atomically;
+        this store uses ``new`` afterwards. Returns how many connections were rewritten; raises
+        :class:`SecretKeyMismatch` (nothing changed) when the current key cannot decrypt one."""
+        count = await reencrypt(self._engine, self._secrets, new)
+        self._secrets = new
+        return count
 
     async def close(self) -> None:
         """Close every pooled connection; the store is unusable afterwards."""

@@ -1,10 +1,11 @@
-"""Health (OBS-4), metrics (OBS-3), API keys (API-8), connections (PROV-3) and routing decisions
-(OBS-2) in the management API, and its authentication (API-8)."""
+"""Health (OBS-4), metrics (OBS-3), API keys (API-8), connections (PROV-3), routing decisions
+(OBS-2) and config reload (OPS-2) in the management API, and its authentication (API-8)."""
 
 from __future__ import annotations
 
 import hmac
 import ipaddress
+import logging
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request, Response
@@ -12,10 +13,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from omniroute.api.admin import session
 from omniroute.api.hosts import check_management_request
+from omniroute.config import ConfigError
 from omniroute.errors import AuthenticationFailed, GatewayError, InvalidRequest
 from omniroute.gateway import Gateway
 
 router = APIRouter()
+log = logging.getLogger("omniroute.api")
 
 
 def gateway(request: Request) -> Gateway:
@@ -199,3 +202,17 @@ async def get_decision(request_id: str, gw: Admin) -> dict[str, Any]:
     if d is None:
         raise GatewayError(f"No decision recorded for request '{request_id}'.", status=404, code="not_found")
     return d
+
+
+@router.post("/api/reload")
+async def reload_config(gw: Admin) -> dict[str, Any]:
+    """Re-read the config file and apply it without dropping requests; an invalid or missing file is
+    refused (400 with the reason) and the running configuration is kept."""
+    try:
+        await gw.reload()
+    except (ConfigError, FileNotFoundError, ValueError) as exc:
+        log.error("configuration not reloaded, keeping the running one: %s", exc)
+        raise InvalidRequest(
+            f"Configuration not reloaded (the running one is kept): {exc}", param="config"
+        ) from None
+    return {"reloaded": True, "config": str(gw.config.source_path)}

@@ -32,7 +32,14 @@ from omniroute.store.db import SQLITE_BUSY_TIMEOUT_MS, create_engine, parse_data
 if TYPE_CHECKING:
     from alembic.config import Config
 
-__all__ = ["MIGRATIONS_DIR", "alembic_config", "current_revision", "head_revision", "migrate"]
+__all__ = [
+    "MIGRATIONS_DIR",
+    "alembic_config",
+    "current_revision",
+    "head_revision",
+    "migrate",
+    "stamped_revisions",
+]
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent
 # Arbitrary constant shared by every OmniRoute process: the advisory lock id for schema upgrades.
@@ -107,7 +114,7 @@ def _create_fresh(connection: Connection, head: str) -> bool:
     return True
 
 
-def _stamped(connection: Connection) -> list[str]:
+def stamped_revisions(connection: Connection) -> list[str]:
     """The rows of ``alembic_version`` (``[]`` for a database Alembic never touched)."""
     if not inspect(connection).has_table("alembic_version"):
         return []
@@ -153,7 +160,7 @@ async def _at_head(engine: AsyncEngine) -> bool:
     if head is None:
         return False
     async with engine.connect() as conn:
-        stamped = await conn.run_sync(_stamped)
+        stamped = await conn.run_sync(stamped_revisions)
         await conn.rollback()
     return stamped == [head]
 
