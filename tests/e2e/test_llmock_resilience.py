@@ -105,6 +105,43 @@ def gw(
     )
 
 
+@pytest.fixture
+def gw_failover(
+    make_gateway: Callable[..., GatewayThread], fakes: dict[str, FakeProviderThread], upstream: LLMockServer
+) -> GatewayThread:
+    """As ``gw``, with ``max_hint_wait_s: 0``: every upstream wait hint fails over at once."""
+    return make_gateway(
+        {
+            "providers": [
+                {
+                    "id": "llmock",
+                    "format": "openai",
+                    "base_url": upstream.base_url("openai"),
+                    "models": [{"id": MODEL}],
+                },
+                {
+                    "id": "local-c",
+                    "format": "openai",
+                    "base_url": f"{fakes['c'].base_url}/v1",
+                    "models": [{"id": MODEL}, {"id": "model-c"}],
+                },
+            ],
+            "connections": [
+                {"id": "m1", "provider": "llmock", "api_key": "sk-m1", "priority": 1, "default_model": MODEL},
+                {
+                    "id": "c1",
+                    "provider": "local-c",
+                    "api_key": "sk-c1",
+                    "priority": 2,
+                    "default_model": "model-c",
+                },
+            ],
+            "fallback_chains": {MODEL: [{"provider": "llmock"}, {"provider": "local-c"}]},
+            "resilience": {"retries": {"max_hint_wait_s": 0}},
+        }
+    )
+
+
 def client(gw: GatewayThread) -> openai.OpenAI:
     return openai.OpenAI(base_url=gw.base_url, api_key="unused", max_retries=0, timeout=10)
 
@@ -143,11 +180,11 @@ def usage_row(gw: GatewayThread, request_id: str) -> dict[str, Any]:
 
 
 def test_rate_limit_cools_the_connection_for_the_hint_and_serves_elsewhere(
-    gw: GatewayThread, mock: httpx.Client
+    gw_failover: GatewayThread, mock: httpx.Client
 ) -> None:
-    """RESIL-2: a 429 with Retry-After 1 s cools llmock's only connection for 1 s; meanwhile the same
-    prompt is served by local-c without touching llmock, and llmock is used again once the hint ran
-    out. The two 429s are the only faults llmock sees; no attempt lands inside a Retry-After window."""
+    """RESIL-2 (hints fail over at once: ``max_hint_wait_s: 0``): a 429 with Retry-After 1 s cools
+    llmock's only connection for 1 s; meanwhile the same prompt is served by local-c without touching
+    llmock, and llmock is used again once the hint ran out. The two 429s are the only faults llmock sees; no attempt lands inside a Retry-After window."""
     scenario(
         mock,
         {
@@ -158,7 +195,7 @@ def test_rate_limit_cools_the_connection_for_the_hint_and_serves_elsewhere(
             "match": {"path": CHAT_PATH, "model": MODEL},
         },
     )
-    c = client(gw)
+    c = client(gw_failover)
     served: list[tuple[float, str, int]] = []
     t0 = time.monotonic()
     # Bounded: ~0.1 s apart until llmock serves again (~2 s: two 1 s cooldowns), at most 5 s.

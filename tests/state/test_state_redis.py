@@ -236,7 +236,7 @@ async def test_unreachable_redis_degrades_to_local_state_with_one_warning(
             assert state.success_is_noop("q", "c9", "m")
         warnings = [r for r in caplog.records if "unavailable" in r.getMessage()]
         assert len(warnings) == 1
-        assert "STORE-2" in warnings[0].getMessage()
+        assert "Redis routing state unavailable" in warnings[0].getMessage()
     finally:
         await state.aclose()
 
