@@ -184,7 +184,8 @@ def test_rate_limit_cools_the_connection_for_the_hint_and_serves_elsewhere(
 ) -> None:
     """RESIL-2 (hints fail over at once: ``max_hint_wait_s: 0``): a 429 with Retry-After 1 s cools
     llmock's only connection for 1 s; meanwhile the same prompt is served by local-c without touching
-    llmock, and llmock is used again once the hint ran out. The two 429s are the only faults llmock sees; no attempt lands inside a Retry-After window."""
+    llmock, and llmock is used again once the hint ran out. The two 429s are the only faults llmock
+    sees; no attempt lands inside a Retry-After window."""
     scenario(
         mock,
         {
