@@ -33,6 +33,8 @@ from omniroute.observe.batch import BatchWriter
 from omniroute.observe.metrics import Metrics
 from omniroute.providers.catalog import Catalog
 from omniroute.providers.upstream import AttemptTimeouts, ReadLimits, UpstreamClient
+from omniroute.routing.auto.listing import auto_models
+from omniroute.routing.combos import combo_limits, log_shadowing
 from omniroute.routing.decision import Decision, expand_stored
 from omniroute.routing.engine import Engine, Outcome, RetrySettings, StreamOutcome
 from omniroute.routing.multicall import execute_multi_call, is_multi_call
@@ -149,9 +151,7 @@ class Gateway:
             )
         await self.refresh()
         self._check_config_references(self.config, self.catalog)
-        from omniroute.routing.combos import log_shadowing
-
-        log_shadowing(self)  # SPEC §4: one line listing every combo that shadows a model id
+        log_shadowing(self.registry)  # SPEC §4: one line listing every combo that shadows a model id
         if self.redis_state is not None:  # connect now: an unreachable Redis is reported at start
             await self.redis_state.ready()
         self.usage = BatchWriter(self._write_usage, clock=self.clock, name="usage")
@@ -313,8 +313,6 @@ class Gateway:
             if p.simulated:
                 item["simulated"] = True
             out.append(item)
-        from omniroute.routing.combos import combo_limits
-
         for name, combo in reg.combos.items():
             ctx, mo = combo_limits(self, combo)
             out.append(
@@ -365,8 +363,6 @@ class Gateway:
     def auto_models(self) -> list[dict[str, Any]]:
         """``auto`` and its advertised variants (AUTO-1) with ``context_length``/``max_output_tokens`` =
         MAX over each pool, never 0 (API-2)."""
-        from omniroute.routing.auto.listing import auto_models
-
         return auto_models(self)
 
     # -- auth --------------------------------------------------------------------------------
