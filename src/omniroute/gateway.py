@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from omniroute import bootstrap, wire
-from omniroute.api.deadlines import BodyDeadlines
 from omniroute.clock import Clock, SystemClock
 from omniroute.config import Config, ConfigError, load_config
 from omniroute.core.combo import Combo, ComboMapping
+from omniroute.deadlines import BodyDeadlines
 from omniroute.errors import AuthenticationFailed, BudgetExceeded, ModelNotFound, PermissionDenied
 from omniroute.observe.batch import BatchWriter
 from omniroute.observe.metrics import Metrics

@@ -1,4 +1,5 @@
-"""The strategy registry: strategy name → :class:`~omniroute.typing.Strategy` (COMBO-3; DESIGN 6).
+"""The strategy registry: strategy name → :class:`~omniroute.routing.strategies.base.Strategy`
+(COMBO-3; DESIGN 6).
 
 The built-in registry holds one object per name of
 :data:`~omniroute.core.combo.ROUTING_STRATEGY_VALUES` (19). :func:`register_strategy` adds or replaces
@@ -14,12 +15,12 @@ from collections.abc import Iterable
 
 from omniroute.core.combo import ROUTING_STRATEGY_VALUES
 from omniroute.routing.strategies.affinity import CacheOptimized, ContextRelay, Lkgp
+from omniroute.routing.strategies.base import Strategy
 from omniroute.routing.strategies.chance import P2C, RandomOrder, Weighted
 from omniroute.routing.strategies.delegates import AutoDelegate, DefinitionOrder
 from omniroute.routing.strategies.quota_based import FillFirst, Headroom, ResetAware, ResetWindow
 from omniroute.routing.strategies.rotation import LeastUsed, RoundRobin, StrictRandom
 from omniroute.routing.strategies.static import ContextOptimized, CostOptimized, Priority
-from omniroute.typing import Strategy
 
 __all__ = ["StrategyRegistry", "builtin_strategies", "get_strategy", "register_strategy", "strategy_names"]
 
