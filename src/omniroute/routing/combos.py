@@ -45,7 +45,6 @@ from omniroute.routing.strategies import (
     ComboTarget,
     StrategyContext,
     StrategyState,
-    get_strategy,
 )
 from omniroute.routing.strategies.affinity import apply_cache_affinity
 from omniroute.values import Candidate, ChatRequest
@@ -138,16 +137,17 @@ class _ComboStatic:
     )
 
     def __init__(self, gw: RoutingServices, combo: Combo, defaults: Mapping[str, Any]) -> None:
+        registry = gw.strategies
         self.combo, self.defaults = combo, defaults
         self.name = name = combo.name
         self.settings = settings = ComboSettings(combo.config, defaults)
         self.tag_mode = str(settings.get("tagMatchMode", "any"))
         strategy_name = combo.strategy
         try:
-            strategy = get_strategy(strategy_name)
+            strategy = registry.get(strategy_name)
         except KeyError:
             log.warning("combo %r: strategy %r is not registered; using priority", name, strategy_name)
-            strategy_name, strategy = "priority", get_strategy("priority")
+            strategy_name, strategy = "priority", registry.get("priority")
         self.strategy, self.strategy_name = strategy, strategy_name
         self.expand = strategy.expands_connections or settings.bool_("connectionAwareExpansion")
         self.affinity = strategy_name != "cache-optimized" and settings.bool_(

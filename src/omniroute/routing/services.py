@@ -22,7 +22,9 @@ from typing import Any, Protocol
 from omniroute.clock import Clock
 from omniroute.config import Config
 from omniroute.resilience.ladder import Resilience
+from omniroute.routing.auto.routers import RouterRegistry
 from omniroute.routing.registry import Registry
+from omniroute.routing.strategies.registry import StrategyRegistry
 from omniroute.state.base import RoutingState
 from omniroute.store import Store
 from omniroute.values import Candidate, ChatRequest
@@ -39,7 +41,9 @@ class RoutingServices(Protocol):
     - ``resilience``: the ladder built over ``state`` (combos filter availability with it);
     - ``store``: the database, ``None`` before start (auto exclusions, the 24 h reliability view);
     - ``clock``: the one clock every decision is timed on (epoch s / monotonic s);
-    - ``config``: settings read per request (``combo_defaults``, ``auto``).
+    - ``config``: settings read per request (``combo_defaults``, ``auto``);
+    - ``strategies``: combo strategies by name (built-ins and extensions);
+    - ``routers``: auto router strategies by name (built-ins and extensions).
     """
 
     @property
@@ -59,6 +63,12 @@ class RoutingServices(Protocol):
 
     @property
     def config(self) -> Config: ...
+
+    @property
+    def strategies(self) -> StrategyRegistry: ...
+
+    @property
+    def routers(self) -> RouterRegistry: ...
 
 
 @dataclass

@@ -21,6 +21,7 @@ import uvicorn
 from omniroute.app import OmniRouteApp, create_app
 from omniroute.clock import Clock, FakeClock, SystemClock
 from omniroute.config import Config
+from omniroute.extensions import Extensions
 from omniroute.gateway import Gateway
 
 T = TypeVar("T")
@@ -36,12 +37,19 @@ def free_port() -> int:
 class GatewayThread:
     """A gateway served by uvicorn in a daemon thread. Use as a context manager or start()/stop().
 
-    ``clock`` is the gateway's (default the process clock)."""
+    ``clock`` is the gateway's (default the process clock); ``extensions`` as for ``create_app``."""
 
-    def __init__(self, config: Config, *, port: int | None = None, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        config: Config,
+        *,
+        port: int | None = None,
+        clock: Clock | None = None,
+        extensions: Extensions | None = None,
+    ) -> None:
         self.port = port or free_port()
         self.clock: Clock = clock or SystemClock()
-        self.app: OmniRouteApp = create_app(config, clock=self.clock)
+        self.app: OmniRouteApp = create_app(config, clock=self.clock, extensions=extensions)
         self._server = uvicorn.Server(
             uvicorn.Config(
                 self.app,

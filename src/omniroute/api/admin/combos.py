@@ -142,7 +142,7 @@ def _checked(
     gw: Gateway, data: dict[str, Any], existing: list[dict[str, Any]], own_id: str | None
 ) -> tuple[Combo, list[dict[str, Any]]]:
     try:
-        return check_combo(data, existing, gw.registry, own_id=own_id)
+        return check_combo(data, existing, gw.registry, own_id=own_id, strategies=gw.strategies.names())
     except ComboInvalid as exc:
         raise InvalidRequest(f"{exc.param}: {exc.message}", param=exc.param) from None
 

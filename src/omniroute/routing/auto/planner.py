@@ -38,7 +38,7 @@ from omniroute.routing.auto.fitness import detect_task
 from omniroute.routing.auto.inputs import MeasureHints, measure, specificity_of
 from omniroute.routing.auto.lkgp import conversation_hash, lkgp_state_key, read_lkgp, session_key, write_lkgp
 from omniroute.routing.auto.options import positive, resolve_variant, sla_policy, weights_for
-from omniroute.routing.auto.routers import RouterContext, RouterDecision, select_with_strategy
+from omniroute.routing.auto.routers import RouterContext, RouterDecision
 from omniroute.routing.auto.variants import AutoVariant
 from omniroute.routing.decision import Decision
 from omniroute.routing.resolve import Plan
@@ -258,7 +258,7 @@ async def plan_auto(
             last_known_good_key=record.key if record is not None else None,
             sla=sla_policy(options),
         )
-        rd = select_with_strategy(ranked, rctx, ch.router)
+        rd = gw.routers.select(ranked, rctx, ch.router)
         pick = rd.index
         if rd.strategy in ("rules", "score"):
             rate = variant.exploration
