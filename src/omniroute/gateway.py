@@ -214,7 +214,7 @@ class Gateway:
         if self.config.source_path is None:
             raise ConfigError("no config file to reload: the gateway was started without one")
         async with self._reload_lock:
-            new = load_config(self.config.source_path)
+            new = load_config(self.config.source_path, strategies=self.strategies.names())
             bootstrap.check_provider_formats(new, self.formats)
             catalog = bootstrap.build_catalog(
                 new, await self.store.list_provider_nodes(), self.simulated, self.formats
