@@ -1,22 +1,30 @@
-"""Extensions given to ``create_app``: a combo strategy and an auto router strategy added through
-:class:`~omniroute.extensions.Extensions` are accepted by name on the management API and route
-requests over HTTP (COMBO-3, AUTO-5); they belong to that gateway only."""
+"""Extensions given to ``create_app``: a combo strategy, an auto router strategy and a provider wire
+format added through :class:`~omniroute.extensions.Extensions` are accepted by name (management API,
+config file) and route requests over HTTP (COMBO-3, AUTO-5, PROV-1); they belong to that gateway
+only."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import httpx
 import pytest
 from combo_support import Api, C, G, O, combo_config
 
+from conftest import base_config
 from omniroute.extensions import Extensions
+from omniroute.providers.upstream import UpstreamRequest
 from omniroute.routing.auto.routers import RouterContext, RouterDecision
 from omniroute.routing.auto.scoring import CandidateInputs
 from omniroute.routing.strategies import Ordering, StrategyContext
 from omniroute.testing import FakeProviderThread
 from omniroute.testing.gateway import GatewayThread
+from omniroute.values import Candidate, ChatRequest
 from omniroute.wire import FORMATS
+from omniroute.wire.base import WireFormat
+from omniroute.wire.openai.upstream import OpenAIAdapter
 
 MakeGateway = Callable[..., GatewayThread]
 
@@ -105,3 +113,44 @@ def test_a_format_name_that_is_taken_is_refused() -> None:
     """Two wire formats with one name would make routes and adapters ambiguous: a ValueError."""
     with pytest.raises(ValueError, match="openai"):
         Extensions(formats=(FORMATS[0],))
+
+
+class TaggedOpenAI(OpenAIAdapter):
+    """An upstream format that is OpenAI's plus an ``X-Acme-Tenant`` header on every request."""
+
+    def build_request(self, cand: Candidate, req: ChatRequest, *, stream: bool) -> UpstreamRequest:
+        up = super().build_request(cand, req, stream=stream)
+        return dataclasses.replace(up, headers={**up.headers, "X-Acme-Tenant": "t-1"})
+
+
+def test_a_provider_format_given_to_create_app_is_accepted_and_routes(
+    make_gateway: MakeGateway, fakes: dict[str, FakeProviderThread], tmp_path: Path
+) -> None:
+    """PROV-1: a config provider whose ``format`` is the extension's starts, its requests go through
+    the extension's adapter, and ``POST /api/providers`` accepts the name while still refusing an
+    unknown one."""
+    cfg = base_config(fakes, tmp_path)
+    cfg["providers"][0]["format"] = "acme-openai"
+    ext = Extensions(formats=(WireFormat(name="acme-openai", upstream=TaggedOpenAI()),))
+    gt = make_gateway(replace=cfg, extensions=ext)
+    r = httpx.post(
+        f"{gt.base_url}/chat/completions",
+        json={"model": "local-o/model-o", "messages": [{"role": "user", "content": "hi"}]},
+        timeout=20,
+    )
+    assert r.status_code == 200, r.text
+    assert r.headers["x-omniroute-provider"] == "local-o"
+    assert fakes["o"].requests[-1].headers.get("x-acme-tenant") == "t-1"
+    ok = httpx.post(
+        f"{gt.url}/api/providers",
+        json={"id": "p8", "format": "acme-openai", "base_url": "http://127.0.0.1:1/v1"},
+        timeout=10,
+    )
+    assert ok.status_code == 201, ok.text
+    bad = httpx.post(
+        f"{gt.url}/api/providers",
+        json={"id": "p9", "format": "grpc", "base_url": "http://127.0.0.1:1/v1"},
+        timeout=10,
+    )
+    assert bad.status_code == 400 and bad.json()["error"]["param"] == "format"
+    assert "acme-openai" in bad.json()["error"]["message"]
