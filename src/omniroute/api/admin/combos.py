@@ -31,6 +31,7 @@ from omniroute.core.combo import (
 from omniroute.core.fields import Int, NonEmpty
 from omniroute.errors import GatewayError, InvalidRequest
 from omniroute.gateway import Gateway
+from omniroute.routing.auto.listing import auto_variants
 from omniroute.routing.combo_validation import check_combo
 from omniroute.routing.combos import shadowed_model
 from omniroute.store import Store
@@ -173,10 +174,6 @@ async def list_combos(gw: Admin) -> dict[str, Any]:
 async def list_auto_combos(gw: Admin) -> dict[str, Any]:
     """``auto`` and its advertised variants with their pools and limits (AUTO-1); kept ahead of
     ``/api/combos/{id}`` so the literal path is not read as a combo id."""
-    try:
-        from omniroute.routing.auto.listing import auto_variants
-    except ImportError:
-        return {"data": []}
     return {"data": auto_variants(gw)}
 
 
