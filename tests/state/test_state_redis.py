@@ -43,6 +43,7 @@ from omniroute.state import (
     RoutingState,
 )
 from omniroute.state.redis import ENV_REDIS_PREFIX, split_prefix
+from omniroute.state.redis.backend import MAX_CONNECTIONS
 
 
 def test_both_backends_satisfy_the_protocol() -> None:
@@ -344,3 +345,26 @@ async def test_redis_success_is_noop_always_defers_to_the_atomic_updates(replica
         assert not resilient.success_is_noop("p", "c1", "m")
     finally:
         await resilient.aclose()
+
+
+@needs_redis
+async def test_more_concurrent_calls_than_pool_connections_stay_on_redis(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Under load a replica keeps sharing its state: calls beyond the connection pool's size wait for a
+    free connection instead of failing with "Too many connections" and degrading to in-process state."""
+    prefix = f"test-{uuid.uuid4().hex[:12]}"
+    state = ResilientRoutingState.from_url(REDIS_URL, prefix=prefix, clock=FakeClock(T0), timeout_s=5.0)
+    other = RedisRoutingState(url=REDIS_URL, prefix=prefix)
+    calls = 3 * MAX_CONNECTIONS
+    try:
+        with caplog.at_level(logging.WARNING, logger="omniroute.state"):
+            counts = await asyncio.gather(*(state.incr_counter("burst") for _ in range(calls)))
+        assert sorted(counts) == list(range(1, calls + 1))
+        assert not state.degraded
+        assert not [r for r in caplog.records if "unavailable" in r.getMessage()]
+        assert await other.get_counter("burst") == calls  # the other replica sees every increment
+    finally:
+        await other.clear()
+        await other.aclose()
+        await state.aclose()
