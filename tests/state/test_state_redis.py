@@ -368,3 +368,24 @@ async def test_more_concurrent_calls_than_pool_connections_stay_on_redis(
         await other.clear()
         await other.aclose()
         await state.aclose()
+
+
+@needs_redis
+async def test_a_success_sees_breaker_cooldown_and_lockout_records_another_replica_wrote(
+    replicas: Factory,
+) -> None:
+    """A success on one replica resets what any replica recorded: with no record it resets nothing,
+    and a breaker failure, a cooldown or a lockout written by another replica each make it reset."""
+    clock = FakeClock(T0)
+    a, b = replicas(clock), replicas(clock)
+    assert await a.success_resets_nothing("p", "c1", "m1")
+    await fail(b)
+    assert not await a.success_resets_nothing("p", "c1", "m1")
+    await b.breaker_success("p", T0, reset_timeout_s=30.0)
+    assert await a.success_resets_nothing("p", "c1", "m1")
+    await extend(b, 10.0, "429")
+    assert not await a.success_resets_nothing("p", "c1", "m1")
+    assert await a.success_resets_nothing("p", "c2", "m1")
+    await lock(b, LockKey("p", "c2", "m1"))
+    assert not await a.success_resets_nothing("p", "c2", "m1")
+    assert await a.success_resets_nothing("p", "c2", "m2")

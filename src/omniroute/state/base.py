@@ -316,13 +316,22 @@ class RoutingState(StatePrimitives):
         if tables is None:
             return False
         breakers, cooldowns, locks, _ = tables
-        rb = breakers.get(provider)
-        if rb is not None and (rb.failures or rb.state is not _CLOSED):
-            return False
-        rc = cooldowns.get(connection_id)
-        if rc is not None and t.cooldown_on_success(rc) is not rc:
-            return False
-        return not locks or LockKey(provider, connection_id, model) not in locks
+        return _resets_nothing(
+            breakers.get(provider),
+            cooldowns.get(connection_id),
+            bool(locks) and LockKey(provider, connection_id, model) in locks,
+        )
+
+    async def success_resets_nothing(self, provider: str, connection_id: str, model: str) -> bool:
+        """:meth:`success_is_noop`, answered with one read of the three records when the backend
+        cannot tell from this process (:attr:`local` is ``None``, e.g. Redis): one round trip
+        instead of one per record kind when nothing is to be reset, the common case (PERF-2). A
+        ``False`` means: make the atomic updates, whose result is the same in the no-op case."""
+        if self.local is not None:
+            return self.success_is_noop(provider, connection_id, model)
+        lock = LockKey(provider, connection_id, model)
+        breakers, cooldowns, locks = await self.get_ladder_records((provider,), (connection_id,), (lock,))
+        return _resets_nothing(breakers.get(provider), cooldowns.get(connection_id), lock in locks)
 
     # -- quota snapshots -----------------------------------------------------------------------
     async def set_quota(self, connection_id: str, snapshot: QuotaSnapshot) -> None:
@@ -362,3 +371,13 @@ class RoutingState(StatePrimitives):
     async def set_json(self, key: str, value: Any, ttl_s: float | None = None) -> None:
         """Store a JSON-serialisable ``value`` under ``key``, optionally expiring after ``ttl_s``."""
         await self.set_bytes(key, orjson.dumps(value), ttl_s)
+
+
+def _resets_nothing(rb: BreakerRecord | None, rc: CooldownRecord | None, locked: bool) -> bool:
+    """A success changes no record: the breaker ``rb`` is absent or CLOSED with no failures, the
+    cooldown ``rc`` is absent or unchanged by a success, and no lockout is held (``locked``)."""
+    if rb is not None and (rb.failures or rb.state is not _CLOSED):
+        return False
+    if rc is not None and t.cooldown_on_success(rc) is not rc:
+        return False
+    return not locked
