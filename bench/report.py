@@ -32,6 +32,10 @@ python3 -m venv .venv && .venv/bin/pip install -e '.[bench]'   # matplotlib, pyt
 .venv/bin/python -m bench soak                 # 200,000 requests, RSS every second; exit 1 if > +10 %
 .venv/bin/python -m bench micro                # routing decision, combo strategies, ladder, translation
 .venv/bin/python -m bench report bench/results/<file>.json   # re-render this file from a JSON
+.venv/bin/python -m bench profile              # CPU µs/req and a py-spy profile per gateway route (py-spy)
+.venv/bin/python -m bench profile --baseline-src /old/src    # A/B of CPU µs/req against another tree
+.venv/bin/python -m bench scale                # per-chunk CPU, Redis-state cost, --workers 2 vs 1
+.venv/bin/python -m bench memdiff              # tracemalloc diff of the gateway across many requests
 # before/after: measure another tree's gateway, then compare against it
 OMNIROUTE_BENCH_GATEWAY_SRC=/old/src .venv/bin/python -m bench run --no-docs --soak-requests 0
 .venv/bin/python -m bench run --baseline bench/results/<that file>.json
@@ -46,7 +50,8 @@ fake upstream (`bench/upstream.py`: raw asyncio + httptools, answers from precom
 (`bench/bare_proxy.py`: raw ASGI on uvicorn + uvloop + httptools, one aiohttp session, no routing —
 the physical limit of this stack); **(c) the gateway** (`omniroute serve`, one worker) with
 `require_api_key` and a key, usage logging to SQLite and the routing headers on, for
-`provider/model`, a 3-target priority combo and `auto` over 50 connections; **(d) LiteLLM's proxy**
+`provider/model`, a 3-target priority combo and `auto` over 50 connections (and, for the per-chunk,
+Redis and worker rows, with `redis_url` on a local Redis and with `--workers 2`); **(d) LiteLLM's proxy**
 (one worker, callbacks/spend logs/DB off, `LITELLM_MASTER_KEY`, `LITELLM_LOCAL_MODEL_COST_MAP=True`).
 Servers start one at a time, in alternating order across repetitions; each is warmed up before
 its cells. Figures are medians over the repetitions.
