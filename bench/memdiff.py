@@ -64,7 +64,7 @@ def _snapshot(base: Path, i: int) -> tracemalloc.Snapshot:
     raise RuntimeError("no snapshot")
 
 
-def main(requests: int = 40_000, warmup: int = 10_000, top: int = 20) -> int:
+def main(requests: int = 40_000, warmup: int = 10_000, top: int = 12, rest_s: float = 30.0) -> int:
     wrk = ensure_wrk(install=True)
     if wrk is None:
         raise SystemExit("wrk is required")
@@ -90,11 +90,16 @@ def main(requests: int = 40_000, warmup: int = 10_000, top: int = 20) -> int:
             time.sleep(2)
             rss1 = gw.rss_bytes()
             s2 = _snapshot(snap, 2)
+            time.sleep(rest_s)  # the writers drain their queues: what is left then is held for good
+            rss2 = gw.rss_bytes()
+            s3 = _snapshot(snap, 3)
     print(f"{n} requests after a {warmup}-request warm-up: RSS {rss0 / 1e6:.1f} → {rss1 / 1e6:.1f} MB; "
           f"traced {sum(s.size for s in s1.statistics('filename')) / 1e6:.1f} → "
           f"{sum(s.size for s in s2.statistics('filename')) / 1e6:.1f} MB")
-    for st in s2.compare_to(s1, "traceback")[:top]:
-        print(f"  {st.size_diff / 1e3:+9.1f} kB {st.count_diff:+7d} blocks")
-        for line in st.traceback.format(limit=6, most_recent_first=True):
-            print(f"      {line}")
+    for title, later in (("right after the load", s2), (f"after {rest_s:g} s at rest", s3)):
+        print(f"-- grown {title} (RSS {(rss1 if later is s2 else rss2) / 1e6:.1f} MB)")
+        for st in later.compare_to(s1, "traceback")[:top]:
+            print(f"  {st.size_diff / 1e3:+9.1f} kB {st.count_diff:+7d} blocks")
+            for line in st.traceback.format(limit=6, most_recent_first=True):
+                print(f"      {line}")
     return 0
