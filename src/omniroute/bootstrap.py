@@ -221,7 +221,16 @@ async def load_config_into_store(config: Config, store: Store) -> None:
         await store.upsert_connection(connection_from_config(c))
     for k in config.api_keys:
         if k.key:
-            await store.upsert_api_key_from_config(k.name, k.key, list(k.allowed_models), k.budget_usd)
+            await store.upsert_api_key_from_config(
+                k.name,
+                k.key,
+                list(k.allowed_models),
+                k.budget_usd,
+                budget_period=k.budget_period,
+                expires_at=k.expires_at,
+                rpm=k.rpm,
+                tpm=k.tpm,
+            )
     for combo in config.combos:
         await store.upsert_combo_by_name(combo.to_json())
     for m in config.model_combo_mappings:

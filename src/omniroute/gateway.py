@@ -17,18 +17,22 @@ import logging
 import os
 import time
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from omniroute import bootstrap, wire
+from omniroute.accounting.admission import admit
+from omniroute.accounting.budget import Budgets
+from omniroute.accounting.ratelimit import RateLimits
 from omniroute.clock import Clock, SystemClock
 from omniroute.config import Config, ConfigError, load_config
 from omniroute.core.combo import Combo, ComboMapping
 from omniroute.deadlines import BodyDeadlines
-from omniroute.errors import AuthenticationFailed, BudgetExceeded, ModelNotFound, PermissionDenied
+from omniroute.errors import AuthenticationFailed, ModelNotFound, PermissionDenied
 from omniroute.extensions import Extensions
 from omniroute.observe.batch import BatchWriter
 from omniroute.observe.metrics import Metrics
@@ -102,6 +106,13 @@ class Gateway:
 
             self.redis_state = ResilientRoutingState.from_url(config.redis_url, clock=self.clock)
         self.state: RoutingState = self.redis_state or MemoryRoutingState(self.clock)
+        # API-8: key budgets (reserve/settle, in Redis when configured) and per-key rate limits
+        self.budgets = Budgets(
+            self.clock, lambda: self.store, self.redis_state.primary if self.redis_state else None
+        )
+        self.rate_limits = RateLimits(
+            config.redis_url, rpm=config.rate_limits.rpm, tpm=config.rate_limits.tpm
+        )
         self.resilience = bootstrap.build_resilience(config, self.state, self.clock)
         self.adapters: dict[str, ProviderAdapter] = wire.adapters(self.formats)
         self.engine = Engine(
@@ -252,11 +263,13 @@ class Gateway:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._store_watch
             self._store_watch = None
+        await self.budgets.drain()
         if self.usage is not None:
             await self.usage.stop()
         if self.decision_writer is not None:
             await self.decision_writer.stop()
         await self.client.close()
+        await self.rate_limits.aclose()
         if self.redis_state is not None:
             await self.redis_state.aclose()
         if self.simulated is not None:
@@ -405,11 +418,19 @@ class Gateway:
             return None
         if len(self._key_memo) < KEY_MEMO_MAX:
             self._key_memo[key] = rec
+        return self._unexpired(rec)
+
+    def _unexpired(self, rec: dict[str, Any]) -> dict[str, Any]:
+        """``rec``, or 401 ``api_key_expired`` once the clock has reached its ``expires_at``."""
+        expires = rec.get("expires_at")
+        if expires is not None and self.clock.time() >= float(expires):
+            when = datetime.fromtimestamp(float(expires), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            raise AuthenticationFailed(f"This API key expired at {when}.", code="api_key_expired")
         return rec
 
-    @staticmethod
-    def check_key_allows(rec: dict[str, Any] | None, model: str) -> None:
-        """Per-key model allowlist (403) and budget (402) checks (API-8)."""
+    def check_key_allows(self, rec: dict[str, Any] | None, model: str) -> None:
+        """Per-key model allowlist (403) and a quick budget pre-check from memory (402) (API-8); the
+        exact budget check is the reservation :meth:`execute` makes."""
         if rec is None:
             return
         allowed = rec.get("allowed_models") or ["*"]
@@ -420,8 +441,9 @@ class Gateway:
             raise PermissionDenied(
                 f"This API key may not use model '{model}' (allowed: {', '.join(allowed)}).", param="model"
             )
-        if budget is not None and float(rec.get("spent_usd") or 0) >= float(budget):
-            raise BudgetExceeded(f"This API key has spent its budget of ${float(budget):.2f}.")
+        over = self.budgets.over_budget(rec) if budget is not None else None
+        if over is not None:
+            raise over
 
     # -- requests ----------------------------------------------------------------------------
     def request_id_for(self, headers: Mapping[str, str]) -> str:
@@ -451,11 +473,13 @@ class Gateway:
         if plan.context_1m:  # keep the [1m] intent; only Anthropic-format upstreams receive the header
             req.headers["anthropic-beta"] = with_context_1m_beta(req.headers.get("anthropic-beta"))
         if is_multi_call(plan.combo):  # fusion / pipeline call several models (COMBO-5, COMBO-6)
+            req.reservation = await self.admit(req, ())
             try:
                 return await execute_multi_call(self, req, plan, decision), decision
             finally:
                 self.remember(decision)
         candidates, opts = await self.planner.candidates(plan, req, decision)
+        req.reservation = await self.admit(req, candidates)
         try:
             out = await self.engine.run(
                 req,
@@ -469,6 +493,17 @@ class Gateway:
         finally:
             self.remember(decision)
         return out, decision
+
+    async def admit(self, req: ChatRequest, candidates: Sequence[Candidate]) -> Any:
+        """The key's rate limits (429) and budget reservation (402) for ``req`` on ``candidates``
+        (:func:`omniroute.accounting.admission.admit`); returns the reservation or ``None``."""
+        rec = self.keys_by_id.get(req.api_key_id) if req.api_key_id else None
+        return await admit(self.budgets, self.rate_limits, rec, req, candidates)
+
+    def release_unsettled(self, req: ChatRequest) -> None:
+        """Release ``req``'s budget reservation if no usage row settled it (a request that ended on an
+        unexpected path); a no-op otherwise."""
+        self.budgets.release(req.reservation)
 
     def remember(self, decision: Decision) -> None:
         """Queue the decision for the store and keep it in memory until it is stored, so
@@ -515,8 +550,11 @@ class Gateway:
         price_unknown = cand is not None and not cand.model.price_known
         if price_unknown and cand is not None:
             self._warn_price_unknown(cand)
+        release = 0.0
         if member is None:  # a member call is part of its request, observed once by the main row
             self.metrics.observe_request(decision, status, cand, usage, latency_ms, ttft_ms, cost)
+            release = self.budgets.settle(req.reservation, cost if charge else 0.0)
+        rec = self.keys_by_id.get(req.api_key_id) if req.api_key_id else None
         self.usage.put(
             {
                 "ts": self.clock.time(),
@@ -543,12 +581,12 @@ class Gateway:
                 "stream": req.stream,
                 "member": member,
                 "charge": charge,
+                "release_usd": release,
+                "period_start": self.budgets.period_start(rec),
             }
         )
-        if req.api_key_id and cost and charge:
-            rec = self.keys_by_id.get(req.api_key_id)
-            if rec is not None:
-                rec["spent_usd"] = float(rec.get("spent_usd") or 0) + cost
+        if cost and charge:
+            self.budgets.note_spend(rec, cost)
 
     def _warn_price_unknown(self, cand: Candidate) -> None:
         """Log once per model that its requests are recorded at $0 (OBS-1)."""
@@ -584,15 +622,23 @@ class Gateway:
                 del held[d.request_id]
 
     async def _write_usage(self, rows: list[dict[str, Any]]) -> None:
-        """Usage sink: one batch insert, then each key's spend added once per batch (API-8 budgets)."""
+        """Usage sink: one batch insert, then per key and period one atomic update adding the batch's
+        spend and releasing its database reservations (API-8 budgets)."""
         assert self.store is not None
         await self.store.write_usage(rows)
-        spend: dict[str, float] = {}
+        settle: dict[tuple[str, float], list[float]] = {}
         for r in rows:
-            if r.get("api_key_id") and r.get("cost_usd") and r.get("charge", True):
-                spend[r["api_key_id"]] = spend.get(r["api_key_id"], 0.0) + float(r["cost_usd"])
-        for key_id, usd in spend.items():
-            await self.store.add_spend(key_id, usd)
+            key_id = r.get("api_key_id")
+            if not key_id:
+                continue
+            usd = float(r.get("cost_usd") or 0) if r.get("charge", True) else 0.0
+            release = float(r.get("release_usd") or 0)
+            if usd or release:
+                acc = settle.setdefault((key_id, float(r.get("period_start") or 0)), [0.0, 0.0])
+                acc[0] += usd
+                acc[1] += release
+        for (key_id, start), (usd, release) in settle.items():
+            await self.store.settle_spend(key_id, start, usd, release)
 
 
 def data_dir_for(database_url: str) -> str | None:

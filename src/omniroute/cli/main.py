@@ -144,6 +144,47 @@ def keys_create(
     print(plaintext)
 
 
+@keys_app.command("update")
+def keys_update(
+    key: Annotated[str, typer.Argument(help="Key id or name.")],
+    config: ConfigOpt = None,
+    allowed_models: Annotated[
+        list[str] | None, typer.Option("--allow", help="Glob of allowed models (repeat; replaces the list).")
+    ] = None,
+    budget_usd: Annotated[float | None, typer.Option("--budget", help="Spend cap in USD per period.")] = None,
+    no_budget: Annotated[bool, typer.Option("--no-budget", help="Remove the spend cap.")] = False,
+    period: Annotated[
+        str | None, typer.Option("--period", help="Budget period: daily, weekly, monthly or total (UTC).")
+    ] = None,
+    expires: Annotated[
+        str | None, typer.Option("--expires", help="Expiry: ISO 8601 date-time, epoch seconds, or 'never'.")
+    ] = None,
+    rpm: Annotated[int | None, typer.Option("--rpm", help="Requests per minute (0: default).")] = None,
+    tpm: Annotated[int | None, typer.Option("--tpm", help="Tokens per minute (0: default).")] = None,
+) -> None:
+    """Change a key's budget, budget period, allowed models, rate limits or expiry."""
+    from omniroute.cli.keys import key_changes, update_key
+
+    try:
+        changes = key_changes(
+            allowed=allowed_models,
+            budget_usd=budget_usd,
+            no_budget=no_budget,
+            period=period,
+            expires=expires,
+            rpm=rpm,
+            tpm=tpm,
+        )
+    except ValueError as exc:
+        err_console.print(f"[red]Cannot update key:[/red] {exc}")
+        raise typer.Exit(2) from None
+    rec = asyncio.run(update_key(_load(config), key, changes))
+    if rec is None:
+        err_console.print(f"[red]No key '{key}'.[/red]")
+        raise typer.Exit(1)
+    console.print(f"Updated '{rec['name']}': {', '.join(sorted(changes)) or 'nothing changed'}.")
+
+
 @keys_app.command("list")
 def keys_list(config: ConfigOpt = None) -> None:
     """List keys (prefix only)."""

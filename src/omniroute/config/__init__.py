@@ -51,6 +51,7 @@ __all__ = [
     "ModelAliasConfig",
     "ModelConfig",
     "ProviderConfig",
+    "RateLimitsConfig",
     "ResilienceConfig",
     "RetriesConfig",
     "ServerConfig",
@@ -184,13 +185,28 @@ class UpstreamLimitsConfig:
 class ApiKeyConfig:
     """One client key (API-8): ``key`` is the plaintext secret (``None`` when its ``${ENV}`` reference is
     unset: such an entry admits nobody), ``allowed_models`` glob patterns, ``budget_usd`` spend cap in USD
-    (``None`` = unlimited).
+    per ``budget_period`` (``daily``/``weekly``/``monthly`` reset at the UTC boundary, ``total`` never;
+    ``None`` = unlimited), ``expires_at`` epoch seconds after which the key is refused (401), ``rpm``/``tpm``
+    requests and tokens per minute (``None`` = ``rate_limits`` defaults).
     """
 
     name: str
     key: str | None = field(default=None, repr=False)
     allowed_models: tuple[str, ...] = DEFAULT_ALLOWED_MODELS
     budget_usd: float | None = None
+    budget_period: str = "total"
+    expires_at: float | None = None
+    rpm: int | None = None
+    tpm: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RateLimitsConfig:
+    """Default per-key rate limits (API-8) for keys that set none: ``rpm`` requests and ``tpm`` tokens
+    per minute (moving 60-second window); ``None`` = unlimited."""
+
+    rpm: int | None = None
+    tpm: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -392,6 +408,7 @@ class Config:
     auto: AutoConfig = field(default_factory=AutoConfig)
     upstream_limits: UpstreamLimitsConfig = field(default_factory=UpstreamLimitsConfig)
     combo_defaults: Mapping[str, Any] = field(default_factory=_empty_map)
+    rate_limits: RateLimitsConfig = field(default_factory=RateLimitsConfig)
     source_path: Path | None = None
 
     @property

@@ -63,6 +63,7 @@ from omniroute.config import (
     ModelAliasConfig,
     ModelConfig,
     ProviderConfig,
+    RateLimitsConfig,
     ResilienceConfig,
     RetriesConfig,
     ServerConfig,
@@ -156,6 +157,15 @@ class _ApiKey(_Edge):
     key: str | None
     allowed_models: list[str] | None = None
     budget_usd: Number | None = Field(None, ge=0)
+    budget_period: Literal["daily", "weekly", "monthly", "total"] = "total"
+    expires_at: Annotated[Number | None, BeforeValidator(_epoch_seconds)] = None
+    rpm: Int | None = Field(None, ge=1)
+    tpm: Int | None = Field(None, ge=1)
+
+
+class _RateLimits(_Edge):
+    rpm: Int | None = Field(None, ge=1)
+    tpm: Int | None = Field(None, ge=1)
 
 
 class _Model(_Edge):
@@ -274,6 +284,7 @@ class _Root(_Edge):
     resilience: _Resilience | None = None
     auto: _Auto | None = None
     upstream_limits: _UpstreamLimits | None = None
+    rate_limits: _RateLimits | None = None
     combo_defaults: OptionsMap | None = None
 
 
@@ -337,6 +348,10 @@ def _convert(root: _Root, errors: list[tuple[str, str]]) -> Config:
             key=k.key,
             allowed_models=DEFAULT_ALLOWED_MODELS if k.allowed_models is None else tuple(k.allowed_models),
             budget_usd=k.budget_usd,
+            budget_period=k.budget_period,
+            expires_at=k.expires_at,
+            rpm=k.rpm,
+            tpm=k.tpm,
         )
         for k in root.api_keys or ()
     )
@@ -409,6 +424,9 @@ def _convert(root: _Root, errors: list[tuple[str, str]]) -> Config:
         if root.upstream_limits
         else UpstreamLimitsConfig(),
         combo_defaults=MappingProxyType({}) if root.combo_defaults is None else root.combo_defaults,
+        rate_limits=RateLimitsConfig(**root.rate_limits.model_dump())
+        if root.rate_limits
+        else RateLimitsConfig(),
     )
 
 
