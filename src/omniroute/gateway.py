@@ -410,7 +410,7 @@ class Gateway:
             raise AuthenticationFailed("Invalid API key: keys are ASCII text.")
         rec = self._key_memo.get(key)
         if rec is not None:
-            return rec
+            return self._unexpired(rec)
         rec = self.keys_by_hash.get(hash_key(key))
         if rec is None:
             if self.config.server.require_api_key:
