@@ -254,3 +254,40 @@ def test_rate_limit_reset_text_is_openai_style() -> None:
         "6m1s",
         "1h2m3s",
     ]
+
+
+def test_keys_update_cli_changes_a_key_and_names_a_bad_option(tmp_path: Any) -> None:
+    from typer.testing import CliRunner
+
+    from omniroute.cli.main import app as cli_app
+
+    cfg = tmp_path / "cli.yaml"
+    cfg.write_text(f"database_url: 'sqlite:///{tmp_path}/cli.db'\n")
+    run = CliRunner().invoke
+    assert run(cli_app, ["keys", "create", "laptop", "--config", str(cfg)]).exit_code == 0
+    out = run(
+        cli_app,
+        [
+            "keys",
+            "update",
+            "laptop",
+            "--budget",
+            "2.5",
+            "--period",
+            "weekly",
+            "--rpm",
+            "30",
+            "--config",
+            str(cfg),
+        ],
+    )
+    assert out.exit_code == 0, out.output
+    assert "budget_period" in out.output and "rpm" in out.output
+    listed = run(cli_app, ["keys", "list", "--config", str(cfg)])
+    assert "2.5/weekly" in listed.output
+    bad = run(cli_app, ["keys", "update", "laptop", "--period", "hourly", "--config", str(cfg)])
+    assert bad.exit_code == 2 and "--period" in bad.output
+    bad = run(cli_app, ["keys", "update", "laptop", "--expires", "soon", "--config", str(cfg)])
+    assert bad.exit_code == 2 and "--expires" in bad.output
+    missing = run(cli_app, ["keys", "update", "nobody", "--rpm", "3", "--config", str(cfg)])
+    assert missing.exit_code == 1 and "nobody" in missing.output
