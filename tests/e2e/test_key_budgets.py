@@ -291,3 +291,13 @@ def test_keys_update_cli_changes_a_key_and_names_a_bad_option(tmp_path: Any) -> 
     assert bad.exit_code == 2 and "--expires" in bad.output
     missing = run(cli_app, ["keys", "update", "nobody", "--rpm", "3", "--config", str(cfg)])
     assert missing.exit_code == 1 and "nobody" in missing.output
+
+
+def test_embeddings_count_against_the_key_rate_limit(gt: GatewayThread) -> None:
+    key = "sk-rpm-openai-0123456789abcdef"
+    body = {"model": "local-o/model-o", "input": ["hello"]}
+    auth = {"authorization": f"Bearer {key}"}
+    assert httpx.post(f"{gt.base_url}/embeddings", json=body, headers=auth, timeout=10).status_code == 200
+    r = httpx.post(f"{gt.base_url}/embeddings", json=body, headers=auth, timeout=10)
+    _assert_rate_limited(r)
+    assert r.json()["error"]["code"] == "rate_limit_exceeded"

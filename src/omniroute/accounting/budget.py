@@ -94,14 +94,31 @@ class Reservation:
     settled: bool = False
 
 
+def _asked_output(req: ChatRequest) -> int | None:
+    """Output tokens the request allows: ``max_completion_tokens``/``max_tokens``; 0 for an
+    embeddings request (no output); ``None`` when unbounded."""
+    body = req.body
+    if "messages" not in body and "input" in body:
+        return 0
+    asked = body.get("max_completion_tokens") or body.get("max_tokens")
+    return asked if isinstance(asked, int) and not isinstance(asked, bool) and asked > 0 else None
+
+
+def _prompt_tokens(req: ChatRequest) -> int:
+    """Estimated prompt tokens: the chat estimate, or ``chars / 4`` of an embeddings ``input``."""
+    body = req.body
+    if "messages" not in body and "input" in body:
+        return len(str(body["input"])) // 4 + 1
+    return int(req.prompt_estimate)
+
+
 def estimate_usd(req: ChatRequest, candidates: Iterable[Candidate]) -> float:
     """The most a call can cost on any of ``candidates`` (USD): estimated prompt tokens × input price +
     output tokens × output price (prices USD per 1M tokens, at the tier the prompt size selects). Output
     tokens are the request's ``max_completion_tokens``/``max_tokens``, else
-    :data:`ESTIMATE_OUTPUT_CAP`, never more than the model's maximum output. Unknown prices count 0."""
-    body = req.body
-    asked = body.get("max_completion_tokens") or body.get("max_tokens")
-    asked_out = asked if isinstance(asked, int) and not isinstance(asked, bool) and asked > 0 else None
+    :data:`ESTIMATE_OUTPUT_CAP`, never more than the model's maximum output (none for embeddings).
+    Unknown prices count 0."""
+    asked_out = _asked_output(req)
     prompt = -1
     best = 0.0
     for cand in candidates:
@@ -109,11 +126,11 @@ def estimate_usd(req: ChatRequest, candidates: Iterable[Candidate]) -> float:
         if not m.price_known:
             continue
         if prompt < 0:
-            prompt = req.prompt_estimate
+            prompt = _prompt_tokens(req)
         prices = m.token_prices(prompt)
         if prices is None:
             continue
-        out = asked_out or ESTIMATE_OUTPUT_CAP
+        out = ESTIMATE_OUTPUT_CAP if asked_out is None else asked_out
         if m.max_output_tokens:
             out = min(out, m.max_output_tokens)
         best = max(best, (prompt * prices.input + out * prices.output) / 1_000_000)
@@ -300,12 +317,9 @@ def estimate_tokens(req: ChatRequest, candidates: Iterable[Candidate]) -> int:
     """Tokens a call counts against a tokens-per-minute limit before it runs: estimated prompt tokens
     plus ``max_completion_tokens``/``max_tokens`` (else :data:`ESTIMATE_OUTPUT_CAP`), capped at the
     largest maximum output among ``candidates`` — as OpenAI counts requests against its own limits."""
-    body = req.body
-    asked = body.get("max_completion_tokens") or body.get("max_tokens")
-    out = (
-        asked if isinstance(asked, int) and not isinstance(asked, bool) and asked > 0 else ESTIMATE_OUTPUT_CAP
-    )
+    asked = _asked_output(req)
+    out = ESTIMATE_OUTPUT_CAP if asked is None else asked
     most = max((c.model.max_output_tokens or 0 for c in candidates), default=0)
     if most:
         out = min(out, most)
-    return int(req.prompt_estimate) + int(out)
+    return _prompt_tokens(req) + out
