@@ -108,7 +108,10 @@ class Gateway:
         self.state: RoutingState = self.redis_state or MemoryRoutingState(self.clock)
         # API-8: key budgets (reserve/settle, in Redis when configured) and per-key rate limits
         self.budgets = Budgets(
-            self.clock, lambda: self.store, self.redis_state.primary if self.redis_state else None
+            self.clock,
+            lambda: self.store,
+            self.redis_state.primary if self.redis_state else None,
+            hold_s=config.resilience.timeouts.total_s + 300,
         )
         self.rate_limits = RateLimits(
             config.redis_url, rpm=config.rate_limits.rpm, tpm=config.rate_limits.tpm

@@ -42,6 +42,8 @@ def gt(
         {"name": "tpm", "key": "sk-tpm-0123456789abcdefghijklmn", "tpm": 50},
     ]
     yield make_gateway({"api_keys": keys}, clock=FakeClock(START))
+    fakes["o"].set_behaviour("model-o", "")  # the fakes are shared by the whole session
+    fakes["c"].set_behaviour("model-c", "")
 
 
 def chat(gt: GatewayThread, key: str, **extra: Any) -> httpx.Response:

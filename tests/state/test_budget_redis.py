@@ -72,3 +72,22 @@ async def test_a_new_counter_starts_from_the_stored_spend_of_this_period(
     stored = key(spent_usd=0.95, period_start=datetime(2026, 12, 2, tzinfo=UTC).timestamp())
     with pytest.raises(BudgetExceeded, match=r"spent \$0\.95"):
         await a.reserve(stored, 0.1)
+
+
+async def test_a_reservation_nothing_settles_is_released_after_its_hold(
+    replicas: tuple[FakeClock, Budgets, Budgets],
+) -> None:
+    clock, a, b = replicas
+    a.hold_s = b.hold_s = 60.0
+    held = await a.reserve(key(budget_period="total"), 0.9)  # its process "dies": never settled
+    with pytest.raises(BudgetExceeded, match=r"\$0\.9 is reserved"):
+        await b.reserve(key(budget_period="total"), 0.5)
+    clock.advance(61)
+    later = await b.reserve(key(budget_period="total"), 0.5)
+    assert isinstance(later, Reservation)
+    assert held is not None
+    a.settle(held, 0.2)  # a late settlement charges the cost but releases nothing twice
+    await a.drain()
+    assert isinstance(await b.reserve(key(budget_period="total"), 0.3), Reservation)  # 0.2 + 0.5 + 0.3
+    with pytest.raises(BudgetExceeded):
+        await b.reserve(key(budget_period="total"), 0.01)

@@ -10,7 +10,9 @@ estimate when the estimate is right.
 Where the counters live: in Redis when ``redis_url`` is configured (one hash per key and period, two
 Lua scripts, :data:`RESERVE_LUA` and :data:`SETTLE_LUA`), else in the database (one conditional
 ``UPDATE`` each way, :meth:`~omniroute.store.repos.api_keys.ApiKeysRepo.reserve_spend` and
-``settle_spend``). An unreachable Redis falls back to the database for that call. The database's
+``settle_spend``). An unreachable Redis falls back to the database for that call. A Redis reservation
+that nothing settles (its process died mid-call) is released after ``hold_s``; a database one is held
+until the key's period ends. The database's
 ``spent_usd`` is kept up to date in both cases (the usage writer adds each batch), so listings and a
 Redis that lost its keys start from the stored spend.
 
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -45,7 +48,24 @@ ESTIMATE_OUTPUT_CAP: Final = 4096
 when that is smaller): the cap on the estimate of an unbounded call. A call that sets ``max_tokens``
 is estimated at that (capped at the model's maximum output)."""
 
-RESERVE_LUA: Final = """
+_PURGE_LUA: Final = """
+local function purge(h, z, now)
+  local dead = redis.call('ZRANGEBYSCORE', z, '-inf', now)
+  for _, rid in ipairs(dead) do
+    local amt = redis.call('HGET', h, 'r:' .. rid)
+    if amt then
+      redis.call('HINCRBYFLOAT', h, 'reserved', -tonumber(amt))
+      redis.call('HDEL', h, 'r:' .. rid)
+    end
+  end
+  if #dead > 0 then redis.call('ZREMRANGEBYSCORE', z, '-inf', now) end
+end
+"""
+
+RESERVE_LUA: Final = (
+    _PURGE_LUA
+    + """
+purge(KEYS[1], KEYS[2], tonumber(ARGV[5]))
 local spent = redis.call('HGET', KEYS[1], 'spent')
 if not spent then
   redis.call('HSET', KEYS[1], 'spent', ARGV[3])
@@ -53,28 +73,47 @@ if not spent then
 end
 spent = tonumber(spent)
 local held = tonumber(redis.call('HGET', KEYS[1], 'reserved') or '0')
+if held < 0 then held = 0 end
 local est = tonumber(ARGV[1])
 local cap = tonumber(ARGV[2])
-if tonumber(ARGV[4]) > 0 then redis.call('EXPIRE', KEYS[1], ARGV[4]) end
 if spent + held >= cap or spent + held + est > cap then
   return {0, tostring(spent), tostring(held)}
 end
 redis.call('HINCRBYFLOAT', KEYS[1], 'reserved', ARGV[1])
+redis.call('HSET', KEYS[1], 'r:' .. ARGV[6], ARGV[1])
+redis.call('ZADD', KEYS[2], ARGV[7], ARGV[6])
+if tonumber(ARGV[4]) > 0 then
+  redis.call('EXPIRE', KEYS[1], ARGV[4])
+  redis.call('EXPIRE', KEYS[2], ARGV[4])
+end
 return {1, tostring(spent), tostring(held + est)}
 """
-"""KEYS[1] the key's hash for the period; ARGV: estimate (USD), cap (USD), spend to start from when the
-hash is new (the stored spend of this period), TTL (s, 0 = none). Returns ``{ok, spent, reserved}``."""
+)
+"""KEYS[1] the key's hash for the period (``spent``, ``reserved`` and one ``r:<id>`` field per
+reservation), KEYS[2] the sorted set of reservation ids by expiry; ARGV: estimate (USD), cap (USD),
+spend to start from when the hash is new (the stored spend of this period), TTL (s, 0 = none), now
+(epoch s), reservation id, its expiry (epoch s). Expired reservations are released first. Returns
+``{ok, spent, reserved}``."""
 
 SETTLE_LUA: Final = """
-local held = tonumber(redis.call('HGET', KEYS[1], 'reserved') or '0') - tonumber(ARGV[1])
-if held < 0 then held = 0 end
-if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('HSET', KEYS[1], 'reserved', tostring(held)) end
-redis.call('HINCRBYFLOAT', KEYS[2], 'spent', ARGV[2])
-if tonumber(ARGV[3]) > 0 then redis.call('EXPIRE', KEYS[2], ARGV[3]) end
+local amt = redis.call('HGET', KEYS[1], 'r:' .. ARGV[1])
+if amt then
+  redis.call('HINCRBYFLOAT', KEYS[1], 'reserved', -tonumber(amt))
+  redis.call('HDEL', KEYS[1], 'r:' .. ARGV[1])
+  redis.call('ZREM', KEYS[2], ARGV[1])
+end
+redis.call('HINCRBYFLOAT', KEYS[3], 'spent', ARGV[2])
+if tonumber(ARGV[3]) > 0 then redis.call('EXPIRE', KEYS[3], ARGV[3]) end
 return 1
 """
-"""KEYS[1] the hash the estimate was reserved in, KEYS[2] the current period's hash; ARGV: estimate to
-release (USD), real cost to add (USD), TTL (s, 0 = none)."""
+"""KEYS[1] and KEYS[2] the hash and sorted set the reservation was made in, KEYS[3] the current
+period's hash; ARGV: reservation id, real cost to add (USD), TTL (s, 0 = none). A reservation that
+already expired releases nothing twice."""
+
+DEFAULT_HOLD_S: Final = 3600.0
+"""How long (s) a Redis reservation is held when nothing settles it (a process that died mid-call):
+then the next reservation of the key releases it. The gateway passes its total request deadline plus
+five minutes."""
 
 LATE_SETTLE_S: Final = 86_400.0
 """How long (s) a period's Redis hash outlives its period, so a call that started before the boundary
@@ -92,6 +131,7 @@ class Reservation:
     period_start: float
     in_redis: bool
     settled: bool = False
+    rid: str = ""
 
 
 def _asked_output(req: ChatRequest) -> int | None:
@@ -179,9 +219,15 @@ class Budgets:
     :meth:`drain` waits for them (at shutdown)."""
 
     def __init__(
-        self, clock: Clock, store: Callable[[], Store | None], redis: RedisRoutingState | None
+        self,
+        clock: Clock,
+        store: Callable[[], Store | None],
+        redis: RedisRoutingState | None,
+        *,
+        hold_s: float = DEFAULT_HOLD_S,
     ) -> None:
         self.clock = clock
+        self.hold_s = hold_s
         self._store = store
         self._redis = redis
         self._tasks: set[asyncio.Task[None]] = set()
@@ -196,12 +242,13 @@ class Budgets:
         start, reset = period_bounds(period, now)
         key_id = str(rec["id"])
         if self._redis is not None:
-            got = await self._reserve_redis(rec, key_id, start, reset, estimate, now)
+            rid = uuid.uuid4().hex
+            got = await self._reserve_redis(rec, key_id, start, reset, estimate, now, rid)
             if got is not None:
                 ok, spent, held = got
                 if not ok:
                     raise budget_error(rec, spent, held, estimate, reset)
-                return Reservation(key_id, estimate, period, start, in_redis=True)
+                return Reservation(key_id, estimate, period, start, in_redis=True, rid=rid)
         store = self._store()
         assert store is not None
         ok, spent, held = await store.reserve_spend(key_id, start, estimate)
@@ -210,7 +257,14 @@ class Budgets:
         return Reservation(key_id, estimate, period, start, in_redis=False)
 
     async def _reserve_redis(
-        self, rec: dict[str, Any], key_id: str, start: float, reset: float | None, estimate: float, now: float
+        self,
+        rec: dict[str, Any],
+        key_id: str,
+        start: float,
+        reset: float | None,
+        estimate: float,
+        now: float,
+        rid: str,
     ) -> tuple[bool, float, float] | None:
         """The Redis reservation, or ``None`` when Redis cannot be reached (the database serves)."""
         from omniroute.state.redis.backend import FAILURES
@@ -221,17 +275,25 @@ class Budgets:
         try:
             res = await self._redis.run_script(
                 RESERVE_LUA,
-                [self._hash(key_id, start)],
-                [repr(estimate), repr(float(rec["budget_usd"])), repr(seed), ttl],
+                [self._hash(key_id, start), self._hash(key_id, start, "holds")],
+                [
+                    repr(estimate),
+                    repr(float(rec["budget_usd"])),
+                    repr(seed),
+                    ttl,
+                    repr(now),
+                    rid,
+                    repr(now + self.hold_s),
+                ],
             )
         except FAILURES as exc:
             log.warning("key budget: Redis unreachable, reserving in the database: %s", exc)
             return None
         return bool(int(res[0])), float(res[1]), float(res[2])
 
-    def _hash(self, key_id: str, start: float) -> str:
+    def _hash(self, key_id: str, start: float, kind: str = "budget") -> str:
         assert self._redis is not None
-        return self._redis.key("budget", f"{key_id}:{int(start)}")
+        return self._redis.key(kind, f"{key_id}:{int(start)}")
 
     def settle(self, res: Reservation | None, cost_usd: float) -> float:
         """Settle ``res`` with the call's real cost (USD), once (later calls are no-ops). Returns the
@@ -255,8 +317,12 @@ class Budgets:
         try:
             await self._redis.run_script(
                 SETTLE_LUA,
-                [self._hash(res.key_id, res.period_start), self._hash(res.key_id, start)],
-                [repr(res.estimate_usd), repr(cost_usd), ttl],
+                [
+                    self._hash(res.key_id, res.period_start),
+                    self._hash(res.key_id, res.period_start, "holds"),
+                    self._hash(res.key_id, start),
+                ],
+                [res.rid, repr(cost_usd), ttl],
             )
         except FAILURES as exc:
             log.warning("key budget: Redis unreachable, settlement of key %s lost: %s", res.key_id, exc)
