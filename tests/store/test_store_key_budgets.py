@@ -66,3 +66,23 @@ async def test_update_changes_only_the_given_fields_and_the_snapshot_fingerprint
     assert got["allowed_models"] == ["a/*"] and got["rpm"] is None and got["id"] == rec["id"]
     assert await store.snapshot_fingerprint() != before
     assert await store.update_api_key("nobody", {"rpm": 1}) is None
+
+
+async def test_an_unreachable_redis_leaves_the_budget_to_the_database(store: Store) -> None:
+    from omniroute.accounting.budget import Budgets
+    from omniroute.clock import FakeClock
+    from omniroute.errors import BudgetExceeded
+    from omniroute.state.redis import RedisRoutingState
+
+    rec, _ = await store.create_api_key("team", budget_usd=1.0)
+    dead = RedisRoutingState(url="redis://127.0.0.1:1/0", connect_timeout_s=0.2, timeout_s=0.2)
+    budgets = Budgets(FakeClock(DAY1), lambda: store, dead)
+    try:
+        held = await budgets.reserve(rec, 0.8)
+        assert held is not None and not held.in_redis
+        assert (await store.list_api_keys())[0]["reserved_usd"] == pytest.approx(0.8)
+        with pytest.raises(BudgetExceeded):
+            await budgets.reserve(rec, 0.3)
+        assert budgets.settle(held, 0.5) == pytest.approx(0.8)  # the usage writer releases it with the cost
+    finally:
+        await dead.aclose()

@@ -67,12 +67,21 @@ class RateLimits:
         if redis_url:
             import os
 
-            from omniroute.state.redis.backend import DEFAULT_PREFIX, ENV_REDIS_PREFIX, split_prefix
+            from omniroute.state.redis.backend import (
+                DEFAULT_PREFIX,
+                DEFAULT_TIMEOUT_S,
+                ENV_REDIS_PREFIX,
+                split_prefix,
+            )
 
             url, prefix = split_prefix(redis_url)
             chosen = prefix or os.environ.get(ENV_REDIS_PREFIX) or DEFAULT_PREFIX
             self._redis = RedisStorage(
-                "async+" + url, implementation="redispy", key_prefix=f"omniroute:{{{chosen}}}:ratelimit"
+                "async+" + url,
+                implementation="redispy",
+                key_prefix=f"omniroute:{{{chosen}}}:ratelimit",
+                socket_timeout=DEFAULT_TIMEOUT_S,  # a dead Redis must not stall requests: memory serves
+                socket_connect_timeout=DEFAULT_TIMEOUT_S,
             )
         self._degraded = False
 
@@ -84,8 +93,9 @@ class RateLimits:
 
     async def hit(self, rec: dict[str, Any] | None, tokens: int) -> None:
         """Count one request of ``tokens`` estimated tokens for ``rec``; raises :class:`KeyRateLimited`
-        (429 with ``Retry-After`` and ``x-ratelimit-*`` headers) when it does not fit, counting
-        nothing for the limit it broke. No-op without a key or limits."""
+        (429 with ``Retry-After`` and ``x-ratelimit-*`` headers) when it does not fit. The requests
+        window is checked first; a call refused for its tokens still counts as a request, as at
+        OpenAI. No-op without a key or limits."""
         rpm, tpm = self.limits_for(rec)
         if rec is None or (rpm is None and tpm is None):
             return
