@@ -3,8 +3,8 @@
 Each test starts two ``omniroute serve`` subprocesses on loopback ports with the same PostgreSQL
 schema (``OMNIROUTE_TEST_PG_URL``, a fresh schema per test) and the same Redis key prefix
 (``OMNIROUTE_TEST_REDIS_URL``), in front of the in-process fake provider ``o``, and sends a bounded
-number of requests for one key to both at once from a small thread pool. Skipped when PostgreSQL or
-Redis is not reachable.
+number of requests for one key to both at once from a small thread pool (skipped when PostgreSQL or
+Redis is not reachable). The last test runs one ``serve --workers 2`` on a SQLite file instead.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def _up(url: str, port: int) -> bool:
         return False
 
 
-pytestmark = pytest.mark.skipif(
+needs_services = pytest.mark.skipif(
     not (_up(PG_URL, 5432) and _up(REDIS_URL, 6379)), reason="needs PostgreSQL and Redis on loopback"
 )
 
@@ -181,6 +181,7 @@ def _hammer(urls: list[str], key: str, per_gateway: int) -> list[int]:
         return list(pool.map(one, [u for _ in range(per_gateway) for u in urls]))
 
 
+@needs_services
 def test_two_processes_never_spend_a_key_past_its_budget_by_more_than_one_estimate(
     two_gateways: list[str], schema: str
 ) -> None:
@@ -214,8 +215,47 @@ def test_two_processes_never_spend_a_key_past_its_budget_by_more_than_one_estima
     assert sum(served) > CAP_USD / 2
 
 
+@needs_services
 def test_two_processes_share_one_requests_per_minute_limit(two_gateways: list[str]) -> None:
     statuses = _hammer(two_gateways, RPM_KEY, per_gateway=15)
     assert set(statuses) <= {200, 429}, statuses
     assert 1 <= statuses.count(200) <= RPM, statuses
     assert statuses.count(429) >= 30 - RPM
+
+
+def test_two_workers_on_one_sqlite_file_never_spend_a_key_past_its_budget_by_more_than_one_estimate(
+    fakes: dict[str, FakeProviderThread], tmp_path: Path
+) -> None:
+    """Without Redis the reservation is one conditional UPDATE in the database, which the workers of
+    ``serve --workers 2`` share."""
+    import sqlite3
+
+    fakes["o"].set_behaviour("model-o", "")
+    port = free_port()
+    cfg_data = _config(fakes, "unused", "unused", port)
+    del cfg_data["redis_url"]
+    cfg_data["database_url"] = f"sqlite:///{tmp_path}/workers.db"
+    cfg_data["server"]["workers"] = 2
+    cfg = tmp_path / "workers.yaml"
+    cfg.write_text(json.dumps(cfg_data))
+    proc = _serve(cfg)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        _wait_up(proc, url)
+        statuses = _hammer([url], BUDGET_KEY, per_gateway=40)
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    assert set(statuses) <= {200, 402}, statuses
+    with sqlite3.connect(tmp_path / "workers.db") as db:
+        served = [
+            cost
+            for status, cost in db.execute(
+                "SELECT u.status, u.cost_usd FROM usage_log u JOIN api_keys k ON k.id = u.api_key_id "
+                "WHERE k.name = 'budget'"
+            )
+            if status == 200
+        ]
+    estimate = (ChatRequest(body=BODY, model="local-o/model-o").prompt_estimate * 1.0 + 50 * 2.0) / 1e6
+    assert len(served) == statuses.count(200) and statuses.count(402) > 0
+    assert CAP_USD / 2 < sum(served) <= CAP_USD + estimate, (sum(served), CAP_USD, estimate)
