@@ -303,3 +303,16 @@ def test_embeddings_count_against_the_key_rate_limit(gt: GatewayThread) -> None:
     r = httpx.post(f"{gt.base_url}/embeddings", json=body, headers=auth, timeout=10)
     _assert_rate_limited(r)
     assert r.json()["error"]["code"] == "rate_limit_exceeded"
+
+
+def test_402_on_the_responses_route_comes_in_the_openai_error_shape(gt: GatewayThread) -> None:
+    def responses() -> httpx.Response:
+        body = {"model": "local-o/model-o", "input": "hi", "max_output_tokens": 16}
+        return httpx.post(
+            f"{gt.base_url}/responses", json=body, headers={"authorization": f"Bearer {DAILY}"}, timeout=10
+        )
+
+    spend_one_dollar(gt, responses)
+    r = responses()
+    assert r.status_code == 402
+    assert r.json()["error"]["code"] == "budget_exceeded" and r.json()["budget"]["budget_period"] == "daily"
