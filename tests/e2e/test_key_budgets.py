@@ -97,6 +97,9 @@ def test_daily_budget_refuses_with_402_until_the_utc_day_turns(gt: GatewayThread
     gt.advance(9 * 60)  # 23:59:01: still the same day
     assert chat(gt, DAILY).status_code == 402
     gt.advance(60)  # 00:00:01 UTC
+    listed = {k["name"]: k for k in httpx.get(f"{gt.url}/api/keys", timeout=5).json()["data"]}
+    assert listed["daily"]["spent_usd"] == 0 and listed["daily"]["resets_at"] == "2026-12-04T00:00:00Z"
+    assert listed["rpm-openai"]["resets_at"] is None  # no budget period: a total never resets
     assert chat(gt, DAILY).status_code == 200
 
 

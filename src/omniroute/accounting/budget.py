@@ -367,6 +367,18 @@ class Budgets:
             return budget_error(rec, spent, 0.0, 0.0, reset)
         return None
 
+    def current(self, rec: dict[str, Any]) -> dict[str, Any]:
+        """A copy of the stored key record as of now: ``spent_usd``/``reserved_usd`` are 0 when its
+        period has turned since they were last written, and ``resets_at`` (ISO 8601 UTC, ``None`` for
+        ``total``) says when the budget starts over next (``GET /api/keys``)."""
+        start, reset = period_bounds(str(rec.get("budget_period") or "total"), self.clock.time())
+        out = dict(rec)
+        if float(rec.get("period_start") or 0) < start:
+            out["spent_usd"] = 0.0
+            out["reserved_usd"] = 0.0
+        out["resets_at"] = _iso(reset) if reset is not None else None
+        return out
+
     async def drain(self) -> None:
         """Wait for the settlements still running (gateway shutdown)."""
         if self._tasks:

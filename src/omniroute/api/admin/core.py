@@ -194,9 +194,10 @@ class KeyUpdate(BaseModel):
 
 @router.get("/api/keys", tags=["keys"])
 async def list_keys(gw: Admin) -> dict[str, Any]:
-    """API keys without secrets (prefix only)."""
+    """API keys without secrets (prefix only), with the spend of the current budget period and
+    ``resets_at``, when that period ends (ISO 8601 UTC; ``null`` for a ``total`` budget)."""
     assert gw.store is not None
-    return {"data": await gw.store.list_api_keys()}
+    return {"data": [gw.budgets.current(rec) for rec in await gw.store.list_api_keys()]}
 
 
 @router.post("/api/keys", tags=["keys"], status_code=201)
