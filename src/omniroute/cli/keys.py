@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 
+from omniroute.accounting.budget import Budgets
+from omniroute.clock import SystemClock
 from omniroute.config import Config
 from omniroute.store import Store
 
@@ -33,7 +35,8 @@ async def list_keys(cfg: Config, console: LazyConsole) -> None:
     store = await _open(cfg)
     try:
         table = Table("id", "name", "prefix", "allowed models", "budget $", "spent $", "revoked")
-        for k in await store.list_api_keys():
+        budgets = Budgets(SystemClock(), lambda: store, None)
+        for k in map(budgets.current, await store.list_api_keys()):  # spend of the current period
             cap = k.get("budget_usd")
             period = k.get("budget_period") or "total"
             table.add_row(
