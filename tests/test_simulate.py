@@ -201,3 +201,21 @@ def test_usage_export_writes_a_trace_the_simulator_replays(tmp_path: Path) -> No
     sim = Simulation.load(scenario="steady", trace=out)
     report, _, _ = asyncio.run(sim.run([None], seed=1))
     assert report["variants"]["trace"]["requests"] == 5
+
+
+@pytest.mark.parametrize("fmt", ["openai", "anthropic", "gemini"])
+def test_each_wire_format_is_answered_in_its_own_shape(fmt: str) -> None:
+    doc = _fleet_doc()
+    for p in doc["config"]["providers"]:
+        p["format"] = fmt
+    for t in doc["targets"]:
+        t["errors"] = {}
+    fleet = load_fleet(doc)
+    records = [TraceRecord(i * 0.2, "swift/swift-1", 50 + i, 7 + i, i % 2 == 0, "chat") for i in range(20)]
+    run = asyncio.run(run_variant(fleet, records, None, seed=1))
+    assert [r.status for r in run.results] == [200] * 20
+    assert {r.provider for r in run.results} == {"swift"}
+    # the gateway parsed the usage out of each answer: the bill is the record's tokens at swift's price
+    for r, rec in zip(run.results, records, strict=True):
+        assert r.cost_usd == pytest.approx((rec.prompt_tokens * 0.5 + rec.completion_tokens * 1.5) / 1e6)
+    assert all(r.ttft_ms is not None for r, rec in zip(run.results, records, strict=True) if rec.stream)

@@ -75,11 +75,11 @@ def simulate(
         raise typer.Exit(2) from None
     for table in rich_tables(report):
         console.print(table)
-    wall = sum(r.wall_s for r in runs)
+    wall, cpu = sum(r.wall_s for r in runs), sum(r.cpu_s for r in runs)
     total = len(sim.records) * len(runs)
-    rate = total / wall * 60 if wall > 0 else 0.0
     err_console.print(
-        f"{total} simulated requests in {wall:.1f} s of wall time ({rate:,.0f} requests per minute)"
+        f"{total} simulated requests in {wall:.1f} s of wall time ({_per_minute(total, wall)} per "
+        f"minute), {cpu:.1f} s of CPU time ({_per_minute(total, cpu)} per minute of one core)"
     )
     if json_out is not None:
         json_out.write_bytes(to_json(report))
@@ -93,6 +93,10 @@ def simulate(
             )
         html_out.write_text(to_html(report, images, sim.fleet.doc.description.strip()), encoding="utf-8")
         err_console.print(f"HTML report: {html_out}")
+
+
+def _per_minute(n: int, seconds: float) -> str:
+    return f"{n / seconds * 60:,.0f}" if seconds > 0 else "-"
 
 
 def _run(

@@ -60,13 +60,15 @@ class RequestResult:
 
 @dataclass(slots=True)
 class RunResult:
-    """A variant's results, one per request in workload order; ``wall_s`` is the real time taken
-    (reported, never part of the JSON, which must not depend on machine speed)."""
+    """A variant's results, one per request in workload order; ``wall_s`` and ``cpu_s`` are the real
+    and the process CPU time the replay took (reported, never part of the JSON, which must not depend
+    on machine speed)."""
 
     variant: str
     model: str | None
     results: list[RequestResult]
     wall_s: float = 0.0
+    cpu_s: float = 0.0
 
 
 def variant_config(fleet: Fleet, variant: str | None) -> tuple[Config, str | None]:
@@ -113,6 +115,7 @@ async def run_variant(
     await gw.start(background=False)
     await _detach_store(gw)
     started = time.perf_counter()  # noqa: TID251 - the report's wall time, never part of the results
+    cpu = time.process_time()
     gc.collect()
     gc.freeze()  # the gateway's long-lived objects stay out of the collector's scans during the run
     try:
@@ -121,7 +124,7 @@ async def run_variant(
         gc.unfreeze()
         await gw.stop()
     wall = time.perf_counter() - started  # noqa: TID251
-    return RunResult(variant or "trace", model, results, wall)
+    return RunResult(variant or "trace", model, results, wall, time.process_time() - cpu)
 
 
 async def _detach_store(gw: Gateway) -> None:

@@ -290,52 +290,25 @@ class SimulatedUpstreamClient(UpstreamClient):
                 d = Draw("quota", ttft_s=0.02, retry_after_s=wait)
         if d.kind in ("timeout", "connection") or d.ttft_s > t.ttft_s:
             return await self._fail(d, provider, t)
-        await self.clock.sleep(d.ttft_s)
+        # a whole answer arrives after first token and generation: one wait on the clock, not two
+        await self.clock.sleep(d.ttft_s if stream or d.kind != "ok" else d.ttft_s + d.gen_s)
         if d.kind != "ok":
             status = 503 if d.kind == "server_error" else 429
             headers = {"retry-after": f"{math.ceil(d.retry_after_s)}"} if status == 429 else {}
             if d.kind == "quota":
                 headers.update(rt.quota_headers(now))
             return self._error(renderer, provider, status, f"simulated {d.kind}", headers)
-        reply = Reply(
-            id=f"sim{call.index}",
-            model=model,
-            created=int(self.clock.time()),
-            text="ok",
-            reasoning="",
-            tool_calls=(),
-            finish="stop",
-            prompt_tokens=rec.prompt_tokens,
-            completion_tokens=rec.completion_tokens,
-            usage="late",
-            include_usage=True,
-            chunks=1,
-        )
         headers = rt.quota_headers(now)
         if not stream:
-            await self.clock.sleep(d.gen_s)
             if d.cut:
                 raise StreamBroken(
                     f"{provider}: connection lost while reading the body (simulated)", provider=provider
                 )
-            return SimResponse(
-                200, {**_JSON, **headers}, provider, self.clock, body=orjson.dumps(renderer.completion(reply))
-            )
-        rendered = renderer.stream(reply)
-        events = [
-            (ev.name or "", ev.data.encode() if isinstance(ev.data, str) else orjson.dumps(ev.data))
-            for ev in rendered
-        ]
-        cut_at = _first_content(rendered) + 1
+            body = _answer_body(fmt, renderer, call.index, model, int(self.clock.time()), rec)
+            return SimResponse(200, {**_JSON, **headers}, provider, self.clock, body=body)
+        first, rest = _answer_events(fmt, renderer, call.index, model, int(self.clock.time()), rec)
         return SimResponse(
-            200,
-            {**_SSE, **headers},
-            provider,
-            self.clock,
-            first=events[:cut_at],
-            rest=events[cut_at:],
-            gen_s=d.gen_s,
-            cut=d.cut,
+            200, {**_SSE, **headers}, provider, self.clock, first=first, rest=rest, gen_s=d.gen_s, cut=d.cut
         )
 
     async def _fail(self, d: Draw, provider: str, t: AttemptTimeouts) -> SimResponse:
@@ -354,11 +327,76 @@ class SimulatedUpstreamClient(UpstreamClient):
         return SimResponse(status, {**_JSON, **headers}, provider, self.clock, body=body)
 
 
-def _first_content(events: list[Any]) -> int:
-    for i, ev in enumerate(events):
-        if ev.content:
-            return i
-    return len(events) - 1
+def _reply(index: int, model: str, created: int, rec: TraceRecord) -> Reply:
+    return Reply(
+        id=f"sim{index}",
+        model=model,
+        created=created,
+        text="ok",
+        reasoning="",
+        tool_calls=(),
+        finish="stop",
+        prompt_tokens=rec.prompt_tokens,
+        completion_tokens=rec.completion_tokens,
+        usage="late",
+        include_usage=True,
+        chunks=1,
+    )
+
+
+def _usage_json(rec: TraceRecord) -> str:
+    p, c = rec.prompt_tokens, rec.completion_tokens
+    return f'{{"prompt_tokens":{p},"completion_tokens":{c},"total_tokens":{p + c}}}'
+
+
+def _answer_body(fmt: str, renderer: Any, index: int, model: str, created: int, rec: TraceRecord) -> bytes:
+    """A whole answer ("ok") carrying the record's token counts as usage. OpenAI's shape is written
+    directly (the simulator's hot path); the other formats go through the fake providers' renderers."""
+    if fmt != "openai":
+        return orjson.dumps(renderer.completion(_reply(index, model, created, rec)))
+    head = (
+        f'{{"id":"chatcmpl-sim{index}","object":"chat.completion","created":{created},"model":{_js(model)},'
+    )
+    return (
+        head + '"choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],'
+        f'"usage":{_usage_json(rec)}}}'
+    ).encode()
+
+
+def _answer_events(
+    fmt: str, renderer: Any, index: int, model: str, created: int, rec: TraceRecord
+) -> tuple[list[tuple[str, bytes]], list[tuple[str, bytes]]]:
+    """A streamed answer as SSE ``(event, data)`` pairs: those up to the first content event, and the
+    rest (the finish, the usage, the end marker)."""
+    if fmt != "openai":
+        rendered = renderer.stream(_reply(index, model, created, rec))
+        events = [
+            (ev.name or "", ev.data.encode() if isinstance(ev.data, str) else orjson.dumps(ev.data))
+            for ev in rendered
+        ]
+        cut = next((i for i, ev in enumerate(rendered) if ev.content), len(rendered) - 1) + 1
+        return events[:cut], events[cut:]
+    head = (
+        f'{{"id":"chatcmpl-sim{index}","object":"chat.completion.chunk",'
+        f'"created":{created},"model":{_js(model)},'
+    )
+    return [
+        (
+            "",
+            (
+                head
+                + '"choices":[{"index":0,"delta":{"role":"assistant","content":"ok"},"finish_reason":null}]}'
+            ).encode(),
+        )
+    ], [
+        ("", (head + '"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}').encode()),
+        ("", (head + f'"choices":[],"usage":{_usage_json(rec)}}}').encode()),
+        ("", b"[DONE]"),
+    ]
+
+
+def _js(text: str) -> str:
+    return orjson.dumps(text).decode()
 
 
 def _identify(req: UpstreamRequest) -> tuple[str, str]:
@@ -373,9 +411,15 @@ def _identify(req: UpstreamRequest) -> tuple[str, str]:
     if not connection and SIM_KEY_PREFIX in req.url:
         connection = req.url.split(SIM_KEY_PREFIX, 1)[1].split("&", 1)[0]
     model = ""
-    if b'"model"' in req.body:
-        body = orjson.loads(req.body)
-        model = str(body.get("model") or "")
+    body = req.body
+    i = body.find(b'"model":"')
+    if i >= 0:  # the adapters' compact JSON; fall back to parsing anything else
+        j = body.find(b'"', i + 9)
+        model = body[i + 9 : j].decode()
+        if "\\" in model:
+            model = str(orjson.loads(body).get("model") or "")
+    elif b'"model"' in body:
+        model = str(orjson.loads(body).get("model") or "")
     if not model and "/models/" in req.url:
         model = req.url.split("/models/", 1)[1].split(":", 1)[0]
     return connection, model
