@@ -64,6 +64,9 @@ def test_outage_scenario_falls_back_then_the_primary_wins_back() -> None:
     assert before and min(before) > 0.9
     assert during and max(during) == 0.0
     assert after and min(after) > 0.9
+    breaker = fig["timeline"]["breakers"]["swift"]  # sampled at each bucket's end
+    assert "OPEN" in breaker[: int(160 / width)] and breaker[-1] == "CLOSED"
+    assert all(s == "CLOSED" for s in breaker[: int(100 / width) - 1])
     oracle = report["oracle"]
     assert oracle["success_rate"] == 1.0  # two providers stay up: perfect knowledge always finds one
 
@@ -98,7 +101,8 @@ def test_cli_prints_the_table_and_writes_html_and_json(tmp_path: Path) -> None:
     assert "oracle" in res.output and "priority" in res.output and "weighted" in res.output
     page = html.read_text(encoding="utf-8")
     assert "<table>" in page and "Ratios to the oracle" in page
-    assert page.count("data:image/png;base64,") == 3  # latency CDF, cost over time, traffic share
+    # latency CDF, cost over time, traffic share and breaker states over time
+    assert page.count("data:image/png;base64,") == 4
     assert orjson.loads(js.read_bytes())["variants"]["weighted"]["requests"] == 200
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from omniroute.simulate.fleet import Fleet, FleetError, load_fleet
-from omniroute.simulate.report import build_report
+from omniroute.simulate.report import TIMELINE_BUCKETS, build_report
 from omniroute.simulate.run import RunResult, pool_prices, run_oracle, run_variant
 from omniroute.simulate.workload import TraceRecord, read_trace, synthetic
 
@@ -77,7 +77,10 @@ class Simulation:
         runs = []
         for v in variants:
             cb = None if progress is None else (lambda n, v=v: progress(v or "trace", n))
-            runs.append(await run_variant(self.fleet, self.records, v, seed=seed, progress=cb))
+            sample_s = self.duration_s / TIMELINE_BUCKETS
+            runs.append(
+                await run_variant(self.fleet, self.records, v, seed=seed, progress=cb, sample_s=sample_s)
+            )
         oracle = run_oracle(self.fleet, self.records, await pool_prices(self.fleet), seed=seed)
         report = build_report(runs, oracle, scenario=self.name, seed=seed, duration_s=self.duration_s)
         return report, runs, oracle

@@ -91,8 +91,9 @@ def vs_oracle(fig: Mapping[str, Any], oracle: Mapping[str, Any]) -> dict[str, fl
 
 
 def timeline(run: RunResult, duration_s: float, buckets: int = TIMELINE_BUCKETS) -> dict[str, Any]:
-    """Per time bucket (arrival time): cumulative cost (USD) and each provider's share of the
-    successful requests."""
+    """Per time bucket (arrival time): cumulative cost (USD), each provider's share of the
+    successful requests, and each provider's breaker state at the bucket's end (providers whose
+    breaker never moved are left out)."""
     width = max(duration_s, 1e-9) / buckets
     cost = [0.0] * buckets
     counts: list[Counter[str]] = [Counter() for _ in range(buckets)]
@@ -107,7 +108,10 @@ def timeline(run: RunResult, duration_s: float, buckets: int = TIMELINE_BUCKETS)
         acc += c
         cum.append(_r(acc))
     share = {p: [_r(c[p] / sum(c.values())) if c else 0.0 for c in counts] for p in providers}
-    return {"bucket_s": _r(width), "cumulative_cost_usd": cum, "share": share}
+    samples = run.breakers[:buckets]  # requests still finishing after the last bucket are not shown
+    providers_seen = sorted({p for sample in samples for p in sample})
+    breakers = {p: [sample.get(p, "CLOSED") for sample in samples] for p in providers_seen}
+    return {"bucket_s": _r(width), "cumulative_cost_usd": cum, "share": share, "breakers": breakers}
 
 
 def build_report(
@@ -207,8 +211,8 @@ def _png(fig: Any) -> str:
 
 
 def plots(runs: Sequence[RunResult], report: Mapping[str, Any]) -> dict[str, str] | None:
-    """Base64 PNGs of the latency CDF, cost over time and traffic share per provider over time
-    (``None`` when matplotlib, in the ``simulate`` extra, is not installed)."""
+    """Base64 PNGs of the latency CDF, cost over time, traffic share per provider over time and
+    breaker states over time (``None`` when matplotlib, in the ``simulate`` extra, is not installed)."""
     try:
         import matplotlib
 
@@ -255,7 +259,31 @@ def plots(runs: Sequence[RunResult], report: Mapping[str, Any]) -> dict[str, str
     axes[-1, 0].set_xlabel("time (s)")
     out["traffic_share"] = _png(fig)
     plt.close(fig)
+    out["breaker_states"] = _breaker_plot(plt, report)
     return out
+
+
+_BREAKER_LEVEL = {"CLOSED": 0.0, "HALF_OPEN": 0.5, "OPEN": 1.0}
+
+
+def _breaker_plot(plt: Any, report: Mapping[str, Any]) -> str:
+    names = list(report["variants"])
+    fig, axes = plt.subplots(len(names), 1, figsize=(7, 1.8 * len(names)), squeeze=False, sharex=True)
+    for ax, name in zip(axes[:, 0], names, strict=True):
+        tl = report["variants"][name]["timeline"]
+        for provider, states in tl["breakers"].items():
+            xs = [tl["bucket_s"] * (i + 1) for i in range(len(states))]
+            ax.step(xs, [_BREAKER_LEVEL.get(s, 0.0) for s in states], where="post", label=provider)
+        ax.set_yticks([0, 0.5, 1], ["closed", "half-open", "open"])
+        ax.set_ylim(-0.1, 1.1)
+        ax.set_ylabel(name, rotation=0, ha="right")
+        if tl["breakers"]:
+            ax.legend(loc="upper right", fontsize="small")
+    axes[0, 0].set_title("Breaker state per provider over time")
+    axes[-1, 0].set_xlabel("time (s)")
+    png = _png(fig)
+    plt.close(fig)
+    return png
 
 
 def to_html(report: Mapping[str, Any], images: Mapping[str, str] | None, description: str = "") -> str:

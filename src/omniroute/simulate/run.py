@@ -18,7 +18,7 @@ import asyncio
 import gc
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from omniroute.clock import FakeClock
@@ -69,6 +69,9 @@ class RunResult:
     results: list[RequestResult]
     wall_s: float = 0.0
     cpu_s: float = 0.0
+    breakers: list[dict[str, str]] = field(default_factory=list)
+    """Each provider's breaker state (``CLOSED``, ``OPEN``, ``HALF_OPEN``) at the end of each
+    ``sample_s`` interval of the run (providers whose breaker never moved are left out)."""
 
 
 def variant_config(fleet: Fleet, variant: str | None) -> tuple[Config, str | None]:
@@ -98,8 +101,10 @@ async def run_variant(
     *,
     seed: int,
     progress: Progress | None = None,
+    sample_s: float | None = None,
 ) -> RunResult:
-    """Replay ``records`` through a real gateway for ``variant`` (see :func:`variant_config`).
+    """Replay ``records`` through a real gateway for ``variant`` (see :func:`variant_config`);
+    with ``sample_s`` (seconds of virtual time) the breakers' states are sampled that often.
 
     Raises :class:`~omniroute.config.ConfigError` when the variant's config is invalid."""
     config, model = variant_config(fleet, variant)
@@ -119,12 +124,33 @@ async def run_variant(
     gc.collect()
     gc.freeze()  # the gateway's long-lived objects stay out of the collector's scans during the run
     try:
-        results = await clock.run(_replay(gw, client, clock, records, model, seed, progress))
+        breakers: list[dict[str, str]] = []
+        sampler = asyncio.ensure_future(_sample_breakers(gw, clock, sample_s, breakers)) if sample_s else None
+        try:
+            results = await clock.run(_replay(gw, client, clock, records, model, seed, progress))
+        finally:
+            if sampler is not None:
+                sampler.cancel()
     finally:
         gc.unfreeze()
         await gw.stop()
     wall = time.perf_counter() - started  # noqa: TID251
-    return RunResult(variant or "trace", model, results, wall, time.process_time() - cpu)
+    return RunResult(variant or "trace", model, results, wall, time.process_time() - cpu, breakers)
+
+
+async def _sample_breakers(gw: Gateway, clock: FakeClock, every_s: float, out: list[dict[str, str]]) -> None:
+    """Every ``every_s`` seconds, append each provider's effective breaker state (an OPEN breaker
+    whose reset timeout has passed admits a probe: HALF_OPEN)."""
+    while True:
+        await clock.sleep(every_s)
+        now = clock.time()
+        sample = {}
+        for provider, rec in sorted((await gw.state.all_breakers()).items()):
+            state = str(rec.state)
+            if state == "OPEN" and rec.opened_at is not None and now >= rec.opened_at + rec.reset_timeout_s:
+                state = "HALF_OPEN"
+            sample[provider] = state
+        out.append(sample)
 
 
 async def _detach_store(gw: Gateway) -> None:
