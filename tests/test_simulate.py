@@ -223,3 +223,16 @@ def test_each_wire_format_is_answered_in_its_own_shape(fmt: str) -> None:
     for r, rec in zip(run.results, records, strict=True):
         assert r.cost_usd == pytest.approx((rec.prompt_tokens * 0.5 + rec.completion_tokens * 1.5) / 1e6)
     assert all(r.ttft_ms is not None for r, rec in zip(run.results, records, strict=True) if rec.stream)
+
+
+def test_without_matplotlib_the_html_report_has_the_tables_and_says_how_to_get_plots(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as after a plain `pip install omniroute`
+    html = tmp_path / "r.html"
+    args = ["simulate", "--scenario", "steady", "--limit", "50", "--compare", "priority", "--html", str(html)]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    assert "omniroute[simulate]" in res.output
+    page = html.read_text(encoding="utf-8")
+    assert "<table>" in page and "data:image/png" not in page and "pip install" in page
