@@ -76,10 +76,17 @@ class Gateway:
     """Process-wide services. Call :meth:`start` once inside the event loop and :meth:`stop` at exit.
 
     ``clock`` is the time every part of this gateway reads and waits on (default the process clock;
-    tests and the simulator pass a :class:`~omniroute.clock.FakeClock`)."""
+    tests and the simulator pass a :class:`~omniroute.clock.FakeClock`). ``client`` is the upstream
+    client every provider attempt goes through (default the aiohttp one built from the config's
+    timeouts and limits; the simulator passes one that answers from a fleet model)."""
 
     def __init__(
-        self, config: Config, *, clock: Clock | None = None, extensions: Extensions | None = None
+        self,
+        config: Config,
+        *,
+        clock: Clock | None = None,
+        extensions: Extensions | None = None,
+        client: UpstreamClient | None = None,
     ) -> None:
         self.config = config
         self.clock: Clock = clock or SystemClock()
@@ -88,7 +95,7 @@ class Gateway:
         self.routers = self.extensions.router_registry()  # auto router strategies by name
         self.formats = self.extensions.wire_formats()  # client routes and provider formats
         self.store: Store | None = None
-        self.client = UpstreamClient(
+        self.client = client or UpstreamClient(
             AttemptTimeouts(
                 connect_s=config.resilience.timeouts.connect_s,
                 ttft_s=config.resilience.timeouts.ttft_s,
@@ -152,9 +159,12 @@ class Gateway:
         self._reload_lock = asyncio.Lock()  # a SIGHUP and POST /api/reload arriving together apply in turn
 
     # -- lifecycle ---------------------------------------------------------------------------
-    async def start(self) -> None:
+    async def start(self, *, background: bool = True) -> None:
         """Open the store (migrations), load config objects into it, start simulated providers when
         nothing is configured, build the routing snapshot and start the background writers.
+
+        ``background=False`` starts no background task (no usage or decision writer, no store watch):
+        for the simulator, which runs the request path alone on virtual time and keeps its own record.
 
         Raises :class:`ConfigError` naming the key when the config names an unknown wire format or
         provider, or a non-auto combo without targets."""
@@ -175,6 +185,8 @@ class Gateway:
         log_shadowing(self.registry)  # SPEC §4: one line listing every combo that shadows a model id
         if self.redis_state is not None:  # connect now: an unreachable Redis is reported at start
             await self.redis_state.ready()
+        if not background:
+            return
         self.usage = BatchWriter(self._write_usage, clock=self.clock, name="usage")
         self.usage.start()
         self.decision_writer = BatchWriter(

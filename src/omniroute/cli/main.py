@@ -15,6 +15,7 @@ import typer
 from omniroute.cli.combos import app as combos_app
 from omniroute.cli.common import ConfigOpt, console, err_console, load_or_exit
 from omniroute.cli.inventory import connections_app, providers_app
+from omniroute.cli.simulate import simulate, usage_app
 from omniroute.config import ConfigError, load_config
 
 app = typer.Typer(help="OmniRoute: a self-hosted AI gateway.", no_args_is_help=True, add_completion=False)
@@ -27,6 +28,8 @@ app.add_typer(catalog_app, name="catalog")
 app.add_typer(combos_app, name="combos")
 app.add_typer(providers_app, name="providers")
 app.add_typer(connections_app, name="connections")
+app.add_typer(usage_app, name="usage")
+app.command()(simulate)
 _load = load_or_exit
 
 
