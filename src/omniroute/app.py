@@ -14,6 +14,7 @@ import contextlib
 import gc
 import logging
 import signal
+from typing import TYPE_CHECKING
 
 from omniroute import dashboard, wire
 from omniroute.api import embeddings
@@ -25,7 +26,12 @@ from omniroute.clock import Clock
 from omniroute.config import Config, ConfigError
 from omniroute.errors import GatewayError, PayloadTooLarge
 from omniroute.gateway import Gateway
+from omniroute.observe.access import Observer, tracing_for
+from omniroute.observe.lifecycle import Drain, ready_message
 from omniroute.wire.openai.outbound import openai_error
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider
 
 log = logging.getLogger("omniroute")
 
@@ -40,8 +46,17 @@ class OmniRouteApp:
         tune_gc: bool = False,
         clock: Clock | None = None,
         reload_on_sighup: bool = False,
+        tracer_provider: TracerProvider | None = None,
     ) -> None:
         self.gateway = Gateway(config, clock=clock)
+        gw = self.gateway
+        self.observer = Observer(
+            gw.clock,
+            lambda key_id: (gw.keys_by_id.get(key_id) or {}).get("name"),
+            gw.metrics,
+            tracing_for(config.server.otlp_endpoint, gw.clock, tracer_provider),
+        )
+        self.drain = Drain()
         self.tune_gc = tune_gc
         self.reload_on_sighup = reload_on_sighup
         self.reloads: set[asyncio.Task[None]] = set()  # SIGHUP reloads under way (kept referenced)
@@ -87,7 +102,10 @@ class OmniRouteApp:
         """Run a hot-path handler; an unexpected exception becomes a 500 in the OpenAI error shape
         (logged with its traceback) instead of a dropped connection or a plain-text page. When the
         response had already started, the server refuses the second start and the connection is
-        closed unfinished, so the client never sees a truncated answer as complete."""
+        closed unfinished, so the client never sees a truncated answer as complete. Each request
+        gets one access line (and spans when tracing is on; :mod:`omniroute.observe.access`)."""
+        entry = self.observer.begin(scope)
+        send = entry.wrap(send)
         try:
             await handler(self.gateway, scope, receive, send)
         except Exception:
@@ -95,6 +113,8 @@ class OmniRouteApp:
             err = GatewayError("Internal gateway error; the request id is in the logs.")
             with contextlib.suppress(Exception):
                 await send_json(send, 500, openai_error(err))
+        finally:
+            self.observer.end(entry)
 
     async def start(self) -> None:
         """Start the gateway (idempotent); used by the lifespan and by in-process tests."""
@@ -103,6 +123,8 @@ class OmniRouteApp:
             self.started = True
             if self.reload_on_sighup:
                 asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, self._on_sighup)
+                self.drain.install(asyncio.get_running_loop(), self._on_sigterm)
+            log.info("%s", self._ready_line())
             if self.tune_gc:
                 # A long-running server: move everything loaded at start-up out of the collector's
                 # view and collect less often (full collections took ~140 ms each under load and were
@@ -110,6 +132,24 @@ class OmniRouteApp:
                 gc.collect()
                 gc.freeze()
                 gc.set_threshold(50_000, 20, 100)
+
+    def _ready_line(self) -> str:
+        gw = self.gateway
+        server = gw.config.server
+        providers = [p for p, conns in gw.registry.connections.items() if conns]
+        return ready_message(
+            server.host, server.port, providers, gw.registry.combos, simulated=gw.simulated is not None
+        )
+
+    def _on_sigterm(self) -> None:
+        """SIGTERM (``omniroute serve``): readiness answers 503 from now on; the server stops accepting
+        and waits for the requests in flight (:mod:`omniroute.observe.lifecycle`)."""
+        self.gateway.draining = True
+        log.info(
+            "SIGTERM: draining; %d request(s) in flight get up to %gs to finish (server.drain_timeout_s)",
+            self.gateway.metrics.in_flight,
+            self.gateway.config.server.drain_timeout_s,
+        )
 
     def _on_sighup(self) -> None:
         task = asyncio.create_task(self._reload(), name="config-reload")
@@ -125,11 +165,18 @@ class OmniRouteApp:
             log.error("configuration not reloaded, keeping the running one: %s", exc)
 
     async def stop(self) -> None:
+        """Stop the gateway: flush the usage and decision writers, export queued spans, close."""
         if self.reload_on_sighup:
             asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP)
+            self.drain.uninstall()
         if self.started:
             await self.gateway.stop()
             self.started = False
+            if self.gateway.draining:
+                log.info("drained: usage and decisions written; exiting")
+        if self.observer.tracing is not None:
+            self.observer.tracing.shutdown()
+        self.gateway.metrics.close()
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:
@@ -202,10 +249,19 @@ def create_app(
     tune_gc: bool = False,
     clock: Clock | None = None,
     reload_on_sighup: bool = False,
+    tracer_provider: TracerProvider | None = None,
 ) -> OmniRouteApp:
     """Build the ASGI app for ``config`` (defaults when ``None``); ``tune_gc`` for a dedicated server
     process (``omniroute serve``), not for apps embedded in a test process; ``clock`` is the time
     the gateway runs on (default the process clock; a :class:`~omniroute.clock.FakeClock` in tests);
     ``reload_on_sighup`` makes SIGHUP re-read the config file (the process's main event loop only:
-    ``omniroute serve``)."""
-    return OmniRouteApp(config or Config(), tune_gc=tune_gc, clock=clock, reload_on_sighup=reload_on_sighup)
+    ``omniroute serve``); ``tracer_provider``: an OpenTelemetry SDK ``TracerProvider`` to trace into
+    (tests pass one with an in-memory exporter), else tracing follows the configuration
+    (:func:`omniroute.observe.access.tracing_for`)."""
+    return OmniRouteApp(
+        config or Config(),
+        tune_gc=tune_gc,
+        clock=clock,
+        reload_on_sighup=reload_on_sighup,
+        tracer_provider=tracer_provider,
+    )

@@ -29,6 +29,7 @@ from omniroute.clock import Clock, SystemClock
 from omniroute.config import Config, ConfigError, load_config
 from omniroute.core.combo import Combo, ComboMapping
 from omniroute.errors import AuthenticationFailed, BudgetExceeded, ModelNotFound, PermissionDenied
+from omniroute.observe.access import note as note_access
 from omniroute.observe.batch import BatchWriter
 from omniroute.observe.metrics import Metrics
 from omniroute.providers.catalog import Catalog
@@ -123,6 +124,7 @@ class Gateway:
         self.decisions: OrderedDict[str, Decision] = OrderedDict()
         self.started_at = self.clock.time()
         self.metrics = Metrics()
+        self.draining = False  # set on SIGTERM: readiness answers 503 while requests in flight finish
         self.body_deadlines = BodyDeadlines()  # 408 for request bodies that stop arriving
         self._fingerprint: tuple[Any, ...] | None = None  # store fingerprint the snapshot was built from
         self._store_watch: asyncio.Task[None] | None = None
@@ -513,7 +515,7 @@ class Gateway:
         if member is None:  # a member call is part of its request, observed once by the main row
             self.metrics.observe_request(decision, status, cand, usage, latency_ms, ttft_ms, cost)
         self.usage.put(
-            {
+            row := {
                 "ts": self.clock.time(),
                 "request_id": req.request_id,
                 "api_key_id": req.api_key_id,
@@ -540,6 +542,8 @@ class Gateway:
                 "charge": charge,
             }
         )
+        if member is None:
+            note_access(row, decision)  # the access line and trace (omniroute.observe.access)
         if req.api_key_id and cost and charge:
             rec = self.keys_by_id.get(req.api_key_id)
             if rec is not None:

@@ -132,6 +132,7 @@ async def embeddings(gw: Gateway, scope: Scope, receive: Receive, send: Send) ->
                         err.upstream_status or err.status,
                         err.message,
                         ms,
+                        a0,
                     )
                 )
                 await gw.resilience.record_failure(cand, err, ms)
@@ -141,7 +142,7 @@ async def embeddings(gw: Gateway, scope: Scope, receive: Receive, send: Send) ->
                 continue
             ms = (gw.clock.monotonic() - a0) * 1000
             decision.attempts.append(
-                AttemptRecord(cand.provider.id, cand.model.id, cand.connection.id, 200, "ok", ms)
+                AttemptRecord(cand.provider.id, cand.model.id, cand.connection.id, 200, "ok", ms, a0)
             )
             decision.served = cand.key
             await gw.resilience.record_success(cand, ms, None, resp.headers)
