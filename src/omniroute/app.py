@@ -123,7 +123,7 @@ class OmniRouteApp:
             self.started = True
             if self.reload_on_sighup:
                 asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, self._on_sighup)
-                self.drain.install(asyncio.get_running_loop(), self._on_sigterm)
+                self.drain.install(asyncio.get_running_loop(), self.begin_drain)
             log.info("%s", self._ready_line())
             if self.tune_gc:
                 # A long-running server: move everything loaded at start-up out of the collector's
@@ -141,7 +141,7 @@ class OmniRouteApp:
             server.host, server.port, providers, gw.registry.combos, simulated=gw.simulated is not None
         )
 
-    def _on_sigterm(self) -> None:
+    def begin_drain(self) -> None:
         """SIGTERM (``omniroute serve``): readiness answers 503 from now on; the server stops accepting
         and waits for the requests in flight (:mod:`omniroute.observe.lifecycle`)."""
         self.gateway.draining = True
