@@ -108,6 +108,9 @@ class OmniRouteApp:
         send = entry.wrap(send)
         try:
             await handler(self.gateway, scope, receive, send)
+        except asyncio.CancelledError:  # the server's shutdown ran out of drain time
+            entry.cancelled = True
+            raise
         except Exception:
             log.exception("unexpected error on %s %s", scope["method"], scope["path"])
             err = GatewayError("Internal gateway error; the request id is in the logs.")

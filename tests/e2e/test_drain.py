@@ -141,3 +141,40 @@ def test_readiness_is_503_while_draining_and_200_when_degraded(make_gateway: Any
     gw.call(sigterm)
     ready = httpx.get(f"{gw.url}/health/ready", timeout=10)
     assert ready.status_code == 503 and ready.json()["status"] == "draining"
+
+
+def test_a_request_still_running_when_the_drain_time_is_up_is_cut_and_logged(
+    tmp_path: Path, gated: str
+) -> None:
+    cfg = {**config(gated, tmp_path), "server": {"drain_timeout_s": 1}}
+    served = Served(tmp_path, cfg, "--log-format", "json").wait_ready()
+    received: list[str] = []
+    outcome: list[BaseException | None] = []
+    headers: dict[str, str] = {}
+
+    def stream() -> None:
+        body = {"model": "gated/m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+        try:
+            with httpx.stream("POST", f"{served.url}/v1/chat/completions", json=body, timeout=60) as r:
+                headers.update(r.headers)
+                received.extend(line for line in r.iter_lines() if line)
+        except httpx.HTTPError as exc:
+            outcome.append(exc)
+        else:
+            outcome.append(None)
+
+    client = threading.Thread(target=stream)
+    try:
+        client.start()
+        assert GatedUpstream.arrived.wait(30), "the stream never reached the upstream"
+        served.proc.send_signal(15)  # the upstream is never released: the drain time runs out
+        assert served.proc.wait(60) == 0
+        client.join(30)
+    finally:
+        GatedUpstream.release.set()
+        served.kill()
+    assert "data: [DONE]" not in received, "a cut stream never reads as complete"
+    assert received and received[0].startswith("data: ")
+    rid = headers["x-request-id"]
+    (line,) = [x for x in served.json_lines() if x.get("request_id") == rid]
+    assert line["level"] == "WARNING" and "drain_timeout_s" in line["error"]

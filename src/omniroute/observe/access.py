@@ -37,6 +37,9 @@ if TYPE_CHECKING:
 
 access_log = logging.getLogger("omniroute.access")
 
+CANCELLED = "cancelled unfinished: the server shut down after server.drain_timeout_s"
+"""The access line's ``error`` (at WARNING) for a request still running when the drain time ran out."""
+
 _CURRENT: ContextVar[AccessEntry | None] = ContextVar("omniroute_access", default=None)
 
 
@@ -45,7 +48,7 @@ class AccessEntry:
     clock), ``status`` and ``request_id`` from the response start, and the usage ``row`` and
     ``decision`` once the request was routed (``None`` before: a 400 or 401 is answered earlier)."""
 
-    __slots__ = ("decision", "method", "path", "request_id", "row", "status", "t0", "token")
+    __slots__ = ("cancelled", "decision", "method", "path", "request_id", "row", "status", "t0", "token")
 
     def __init__(self, method: str, path: str, t0: float) -> None:
         self.method, self.path, self.t0 = method, path, t0
@@ -54,6 +57,7 @@ class AccessEntry:
         self.row: dict[str, Any] | None = None
         self.decision: Decision | None = None
         self.token: Token[AccessEntry | None] | None = None
+        self.cancelled = False  # the server cancelled it (shutdown past server.drain_timeout_s)
 
     def wrap(self, send: Send) -> Send:
         """``send`` that notes the status and ``X-Request-Id`` of the response start."""
@@ -113,10 +117,13 @@ class Observer:
             entry.token = None
         if self.tracing is not None and entry.decision is not None and entry.row is not None:
             self.tracing.record(entry.path, entry.row, entry.decision)
-        if access_log.isEnabledFor(logging.INFO):
+        level = logging.WARNING if entry.cancelled else logging.INFO
+        if access_log.isEnabledFor(level):
             fields = self.fields(entry)
+            if entry.cancelled:
+                fields["error"] = CANCELLED
             summary = f"{entry.method} {entry.path} {fields['status']}"
-            access_log.info(_AccessMessage(fields), extra={FIELDS_ATTR: fields, SUMMARY_ATTR: summary})
+            access_log.log(level, _AccessMessage(fields), extra={FIELDS_ATTR: fields, SUMMARY_ATTR: summary})
 
     def fields(self, entry: AccessEntry) -> dict[str, Any]:
         """The access-line fields of ``entry`` (see the module docstring)."""
