@@ -21,7 +21,8 @@ from omniroute.testing import FakeProviderThread
 CLIENT_KEY = "sk-team-CLIENTkey0123456789abcdef"
 WRONG_KEY = "sk-wrong-WRONGkey0123456789abcdef"
 UPSTREAM_KEY = "sk-proj-UPSTREAMkey0123456789abcd"
-OPAQUE_KEY = "opaque-upstream-secret-0042"  # not key-shaped: only the connection-secret pass finds it
+OPAQUE_KEY = "opaque-upstream-secret-0042"
+MODEL_KEY = "sk-live-MODELkey0123456789abcdef"  # not key-shaped: only the connection-secret pass finds it
 
 
 @pytest.fixture
@@ -74,12 +75,13 @@ def test_json_logs_have_one_access_line_per_request_a_ready_line_and_no_secret(
         ]
         leaky.set_behaviour("m", "")
         responses.append(chat(served.url, "pair", stream=True))  # served by up/m
+        responses.append(chat(served.url, f"up/{MODEL_KEY}"))  # a key pasted as the model name
     finally:
         assert served.terminate() == 0
-    assert [r.status_code for r in responses] == [503, 401, 503, 200]
+    assert [r.status_code for r in responses] == [503, 401, 503, 200, 200]
     lines = served.json_lines()  # every line is one JSON object
     text = served.log_text()
-    for secret in (CLIENT_KEY, WRONG_KEY, UPSTREAM_KEY, OPAQUE_KEY):
+    for secret in (CLIENT_KEY, WRONG_KEY, UPSTREAM_KEY, OPAQUE_KEY, MODEL_KEY):
         assert secret not in text
     assert not KEY_SHAPED.search(text), KEY_SHAPED.search(text)
     assert leaky.calls() >= 3, "the upstreams were reached and echoed their keys"
@@ -91,7 +93,7 @@ def test_json_logs_have_one_access_line_per_request_a_ready_line_and_no_secret(
     )
     access = [x for x in lines if x["logger"] == "omniroute.access"]
     assert [a["request_id"] for a in access] == [r.headers["x-request-id"] for r in responses]
-    failed, unknown_key, gemini, streamed = access
+    failed, unknown_key, gemini, streamed, pasted = access
     assert failed["status"] == 503 and failed["route"] == "combo" and failed["strategy"] == "priority"
     assert failed["key"] == "team" and failed["requested_model"] == "pair" and failed["attempts"] == 2
     assert "[redacted]" in failed["error"]
@@ -102,6 +104,7 @@ def test_json_logs_have_one_access_line_per_request_a_ready_line_and_no_secret(
     assert streamed["ttft_ms"] is not None and streamed["latency_ms"] >= streamed["ttft_ms"]
     assert streamed["prompt_tokens"] > 0 and streamed["completion_tokens"] > 0
     assert streamed["cost_usd"] >= 0 and streamed["message"] == "POST /v1/chat/completions 200"
+    assert pasted["requested_model"] == "up/[redacted]" and pasted["model"] == "up/[redacted]"
 
 
 def test_the_flag_wins_over_the_config_and_text_lines_are_readable(
@@ -117,8 +120,9 @@ def test_the_flag_wins_over_the_config_and_text_lines_are_readable(
     assert not text.lstrip().startswith("{")
     line = next(x for x in text.splitlines() if f"request_id={rid}" in x)
     assert re.search(
-        r" INFO omniroute\.access: POST /v1/chat/completions 200 [\d.]+ms request_id=\S+ route=provider/model"
-        r" key=team requested_model=up/m model=up/m provider=up connection=up-1 strategy=single attempts=1 ",
+        r" INFO omniroute\.access: POST /v1/chat/completions 200 request_id=\S+ latency_ms=[\d.]+"
+        r" route=provider/model key=team requested_model=up/m model=up/m provider=up connection=up-1"
+        r" strategy=single attempts=1 prompt_tokens=1 completion_tokens=4 cost_usd=0.0$",
         line,
     ), line
     assert "CLIENTkey" not in text

@@ -24,7 +24,8 @@ from collections.abc import Callable
 from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING, Any
 
-from omniroute.observe.logs import FIELDS_ATTR, SUMMARY_ATTR
+from omniroute.observe.logs import FIELDS_ATTR, SUMMARY_ATTR, fields_text, redact_fields
+from omniroute.resilience.redact import redact
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
@@ -37,6 +38,8 @@ if TYPE_CHECKING:
 
 access_log = logging.getLogger("omniroute.access")
 
+IN_SUMMARY = frozenset({"method", "path", "status"})
+"""Fields the access line's summary (``POST /v1/chat/completions 200``) already shows."""
 CANCELLED = "cancelled unfinished: the server shut down after server.drain_timeout_s"
 """The access line's ``error`` (at WARNING) for a request still running when the drain time ran out."""
 
@@ -123,7 +126,8 @@ class Observer:
             if entry.cancelled:
                 fields["error"] = CANCELLED
             summary = f"{entry.method} {entry.path} {fields['status']}"
-            access_log.log(level, _AccessMessage(fields), extra={FIELDS_ATTR: fields, SUMMARY_ATTR: summary})
+            message = _AccessMessage(summary, fields)
+            access_log.log(level, message, extra={FIELDS_ATTR: fields, SUMMARY_ATTR: summary})
 
     def fields(self, entry: AccessEntry) -> dict[str, Any]:
         """The access-line fields of ``entry`` (see the module docstring)."""
@@ -173,28 +177,17 @@ def tracing_for(endpoint: str | None, clock: Clock, provider: TracerProvider | N
 
 
 class _AccessMessage:
-    """The text form of an access line, built when the writer thread formats the record:
-    ``POST /v1/chat/completions 200 41.2ms request_id=… key=… model=… …`` (unset fields left out)."""
+    """The text of an access line for handlers other than the gateway's own formatters (which read the
+    fields): ``POST /v1/chat/completions 200 request_id=… key=… …``, redacted, built only when a
+    handler formats the record."""
 
-    __slots__ = ("fields",)
+    __slots__ = ("fields", "summary")
 
-    def __init__(self, fields: dict[str, Any]) -> None:
-        self.fields = fields
+    def __init__(self, summary: str, fields: dict[str, Any]) -> None:
+        self.summary, self.fields = summary, fields
 
     def __str__(self) -> str:
-        f = self.fields
-        head = f"{f['method']} {f['path']} {f['status']} {f['latency_ms']}ms"
-        rest = " ".join(
-            f"{k}={_text(v)}"
-            for k, v in f.items()
-            if v is not None and k not in ("method", "path", "status", "latency_ms")
-        )
-        return f"{head} {rest}" if rest else head
-
-
-def _text(value: Any) -> str:
-    s = str(value)
-    return repr(s) if (" " in s or not s) else s
+        return fields_text(redact(self.summary), redact_fields(self.fields), IN_SUMMARY)
 
 
 __all__ = ["AccessEntry", "Observer", "access_log", "note", "tracing_for"]

@@ -41,21 +41,61 @@ SUMMARY_ATTR: Final = "summary"
 _listener: logging.handlers.QueueListener | None = None
 
 
-class TextFormatter(logging.Formatter):
-    """``TEXT_FORMAT`` lines, redacted."""
+CLIENT_TEXT_FIELDS: Final = frozenset({"request_id", "path", "requested_model", "model", "error"})
+"""Structured fields whose text can come from outside the gateway (a client's model string — any
+``provider/<name>`` is routed as sent —, request id or path, an upstream's error message): redacted in
+every line. The other fields are the gateway's
+own identifiers (provider, connection, strategy, API key name) and numbers, which never hold a secret,
+so a structured record is redacted field by field instead of as a whole line (a tenth of the cost)."""
 
-    def __init__(self) -> None:
+
+def redact_fields(fields: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``fields`` with the :data:`CLIENT_TEXT_FIELDS` redacted."""
+    return {k: redact(v) if k in CLIENT_TEXT_FIELDS and isinstance(v, str) else v for k, v in fields.items()}
+
+
+def fields_text(summary: str, fields: dict[str, Any], skip: frozenset[str] = frozenset()) -> str:
+    """``summary`` followed by ``key=value`` for each field that is set and not in ``skip`` (values
+    with a space are quoted)."""
+    parts = [summary]
+    for k, v in fields.items():
+        if v is None or k in skip:
+            continue
+        text = str(v)
+        parts.append(f"{k}={text!r}" if " " in text or not text else f"{k}={text}")
+    return " ".join(parts)
+
+
+def _structured(record: logging.LogRecord) -> tuple[str, dict[str, Any]] | None:
+    fields = getattr(record, FIELDS_ATTR, None)
+    if not isinstance(fields, dict):
+        return None
+    return redact(str(getattr(record, SUMMARY_ATTR, None) or "")), redact_fields(fields)
+
+
+class TextFormatter(logging.Formatter):
+    """``TEXT_FORMAT`` lines, redacted. A structured record (``record.fields``, the access line) reads
+    ``SUMMARY key=value …``, its summary fields not repeated."""
+
+    def __init__(self, skip: frozenset[str] = frozenset({"method", "path", "status"})) -> None:
         super().__init__(TEXT_FORMAT)
+        self.skip = skip
 
     def format(self, record: logging.LogRecord) -> str:
-        return redact(super().format(record))
+        structured = _structured(record)
+        if structured is None:
+            return redact(super().format(record))
+        summary, fields = structured
+        record.msg, record.args = fields_text(summary, fields, self.skip), None
+        return super().format(record)
 
 
 class JsonFormatter(logging.Formatter):
     """One JSON object per line: ``ts`` (UTC, ISO 8601 with milliseconds), ``level``, ``logger``,
     ``pid`` (the worker process), ``message``, the record's structured fields (``record.fields``)
-    and, for an exception, ``exc`` (the formatted traceback); redacted as a whole (the redactor never
-    matches quotes or backslashes, so the line stays valid JSON)."""
+    and, for an exception, ``exc`` (the formatted traceback); redacted as a whole, or field by field
+    for a structured record (the redactor never matches quotes or backslashes, so the line stays valid
+    JSON)."""
 
     def format(self, record: logging.LogRecord) -> str:
         out: dict[str, Any] = {
@@ -63,11 +103,13 @@ class JsonFormatter(logging.Formatter):
             "level": record.levelname,
             "logger": record.name,
             "pid": record.process,
-            "message": getattr(record, SUMMARY_ATTR, None) or record.getMessage(),
         }
-        fields = getattr(record, FIELDS_ATTR, None)
-        if isinstance(fields, dict):
+        structured = _structured(record)
+        if structured is not None:
+            out["message"], fields = structured
             out.update(fields)
+            return orjson.dumps(out, default=str).decode()
+        out["message"] = record.getMessage()
         if record.exc_info and not record.exc_text:
             record.exc_text = self.formatException(record.exc_info)
         if record.exc_text:
@@ -116,6 +158,11 @@ def setup_logging(fmt: str | None = None, level: str | None = None) -> None:
         root.removeHandler(h)
     root.addHandler(_DeferredQueueHandler(records))
     root.setLevel((level or os.environ.get("OMNIROUTE_LOG_LEVEL") or "INFO").upper())
+    # Neither format shows the caller's file and line, thread or process name: skip collecting them
+    # for every record (the logging documentation's "Optimization" section).
+    logging._srcfile = None
+    logging.logThreads = False
+    logging.logMultiprocessing = False
     logging.getLogger("alembic").setLevel(logging.WARNING)  # migration chatter on every start
     atexit.register(flush_logging)
 
@@ -128,4 +175,14 @@ def flush_logging() -> None:
         _listener = None
 
 
-__all__ = ["LOG_FORMATS", "JsonFormatter", "TextFormatter", "flush_logging", "formatter_for", "setup_logging"]
+__all__ = [
+    "CLIENT_TEXT_FIELDS",
+    "LOG_FORMATS",
+    "JsonFormatter",
+    "TextFormatter",
+    "fields_text",
+    "flush_logging",
+    "formatter_for",
+    "redact_fields",
+    "setup_logging",
+]

@@ -15,7 +15,8 @@ Spans: ``{operation} {requested model}`` (kind SERVER, the request) with ``gen_a
 ``gen_ai.system`` (the provider id), ``gen_ai.request.model`` (the upstream model id),
 ``omniroute.connection`` and ``http.response.status_code``. A failed request or attempt has status ERROR
 and ``error.type`` (the HTTP status code as text, as the conventions ask when there is no exception
-type).
+type). Text a client or an upstream supplied (model names, error messages) passes the secret redactor
+first, as in the logs.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import SpanKind, Status, StatusCode, set_span_in_context
+
+from omniroute.resilience.redact import redact
 
 if TYPE_CHECKING:
     from omniroute.clock import Clock
@@ -56,13 +59,14 @@ class Tracing:
         usage-log row: ``ts`` epoch s at completion, ``latency_ms``, tokens, status) and ``decision``
         are final."""
         operation = "embeddings" if path.endswith("/embeddings") else "chat"
+        requested = redact(row["requested_model"])  # client text: a key pasted as a model name
         end_ns = int(row["ts"] * 1e9)
         start_ns = int(decision.ts * 1e9) if decision.ts else end_ns - int(row["latency_ms"] * 1e6)
         status = int(row["status"])
         attrs: dict[str, Any] = {
             "gen_ai.operation.name": operation,
-            "gen_ai.request.model": row["requested_model"],
-            "http.route": path,
+            "gen_ai.request.model": requested,
+            "http.route": redact(path),
             "http.response.status_code": status,
             "omniroute.route": decision.route,
             "omniroute.strategy": decision.strategy,
@@ -71,7 +75,7 @@ class Tracing:
         }
         if row["provider"]:
             attrs["gen_ai.system"] = row["provider"]
-            attrs["gen_ai.response.model"] = row["model"]
+            attrs["gen_ai.response.model"] = redact(row["model"])
             attrs["gen_ai.usage.input_tokens"] = row["prompt_tokens"]
             attrs["gen_ai.usage.output_tokens"] = row["completion_tokens"]
         if decision.combo:
@@ -84,7 +88,7 @@ class Tracing:
         )
         if status >= 400:
             span.set_attribute("error.type", str(status))
-            span.set_status(Status(StatusCode.ERROR, row["error"] or None))
+            span.set_status(Status(StatusCode.ERROR, redact(row["error"]) if row["error"] else None))
         self._attempts(span, operation, decision, row, end_ns)
         span.end(end_time=end_ns)
 
@@ -96,6 +100,7 @@ class Tracing:
         offset_ns = int((self.clock.time() - self.clock.monotonic()) * 1e9)
         last = len(decision.attempts) - 1
         for i, a in enumerate(decision.attempts):
+            model = redact(a.model)
             a_start = int(a.started_s * 1e9) + offset_ns if a.started_s is not None else end_ns
             a_end = a_start + int(a.latency_ms * 1e6)
             served = i == last and a.status < 400 and row["provider"] == a.provider
@@ -104,12 +109,12 @@ class Tracing:
             attrs: dict[str, Any] = {
                 "gen_ai.operation.name": operation,
                 "gen_ai.system": a.provider,
-                "gen_ai.request.model": a.model,
+                "gen_ai.request.model": model,
                 "omniroute.connection": a.connection,
                 "http.response.status_code": a.status,
             }
             if served:
-                attrs["gen_ai.response.model"] = a.model
+                attrs["gen_ai.response.model"] = model
                 attrs["gen_ai.usage.input_tokens"] = row["prompt_tokens"]
                 attrs["gen_ai.usage.output_tokens"] = row["completion_tokens"]
             span = self.tracer.start_span(
@@ -121,7 +126,7 @@ class Tracing:
             )
             if a.status >= 400:
                 span.set_attribute("error.type", str(a.status))
-                span.set_status(Status(StatusCode.ERROR, a.reason))
+                span.set_status(Status(StatusCode.ERROR, redact(a.reason)))
             span.end(end_time=min(a_end, end_ns) if not served else a_end)
 
     def shutdown(self) -> None:
