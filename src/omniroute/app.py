@@ -16,7 +16,7 @@ import logging
 import signal
 from typing import TYPE_CHECKING
 
-from omniroute import dashboard, wire
+from omniroute import dashboard
 from omniroute.api import embeddings
 from omniroute.api.admin import build_admin_app
 from omniroute.api.asgi import Message, Receive, Scope, Send, header_map, send_json
@@ -25,6 +25,7 @@ from omniroute.api.routes import GwHandler, route_table
 from omniroute.clock import Clock
 from omniroute.config import Config, ConfigError
 from omniroute.errors import GatewayError, PayloadTooLarge
+from omniroute.extensions import Extensions
 from omniroute.gateway import Gateway
 from omniroute.observe.access import Observer, tracing_for
 from omniroute.observe.lifecycle import Drain, ready_message
@@ -46,9 +47,10 @@ class OmniRouteApp:
         tune_gc: bool = False,
         clock: Clock | None = None,
         reload_on_sighup: bool = False,
+        extensions: Extensions | None = None,
         tracer_provider: TracerProvider | None = None,
     ) -> None:
-        self.gateway = Gateway(config, clock=clock)
+        self.gateway = Gateway(config, clock=clock, extensions=extensions)
         gw = self.gateway
         self.observer = Observer(
             gw.clock,
@@ -62,7 +64,7 @@ class OmniRouteApp:
         self.reloads: set[asyncio.Task[None]] = set()  # SIGHUP reloads under way (kept referenced)
         self.admin = build_admin_app(self.gateway)
         dashboard.install(self.admin)  # the console, /docs and / (OPS-3)
-        exact, self.pattern_routes = route_table(wire.FORMATS)
+        exact, self.pattern_routes = route_table(self.gateway.formats)
         self.post_routes: dict[str, GwHandler] = {**exact, "/v1/embeddings": embeddings.embeddings}
         self.started = False
 
@@ -252,19 +254,22 @@ def create_app(
     tune_gc: bool = False,
     clock: Clock | None = None,
     reload_on_sighup: bool = False,
+    extensions: Extensions | None = None,
     tracer_provider: TracerProvider | None = None,
 ) -> OmniRouteApp:
     """Build the ASGI app for ``config`` (defaults when ``None``); ``tune_gc`` for a dedicated server
     process (``omniroute serve``), not for apps embedded in a test process; ``clock`` is the time
     the gateway runs on (default the process clock; a :class:`~omniroute.clock.FakeClock` in tests);
     ``reload_on_sighup`` makes SIGHUP re-read the config file (the process's main event loop only:
-    ``omniroute serve``); ``tracer_provider``: an OpenTelemetry SDK ``TracerProvider`` to trace into
-    (tests pass one with an in-memory exporter), else tracing follows the configuration
-    (:func:`omniroute.observe.access.tracing_for`)."""
+    ``omniroute serve``); ``extensions`` adds combo strategies, auto routers and wire formats
+    (:class:`~omniroute.extensions.Extensions`); ``tracer_provider``: an OpenTelemetry SDK
+    ``TracerProvider`` to trace into (tests pass one with an in-memory exporter), else tracing follows
+    the configuration (:func:`omniroute.observe.access.tracing_for`)."""
     return OmniRouteApp(
         config or Config(),
         tune_gc=tune_gc,
         clock=clock,
         reload_on_sighup=reload_on_sighup,
+        extensions=extensions,
         tracer_provider=tracer_provider,
     )

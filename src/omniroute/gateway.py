@@ -24,16 +24,19 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from omniroute import bootstrap, wire
-from omniroute.api.deadlines import BodyDeadlines
 from omniroute.clock import Clock, SystemClock
 from omniroute.config import Config, ConfigError, load_config
 from omniroute.core.combo import Combo, ComboMapping
+from omniroute.deadlines import BodyDeadlines
 from omniroute.errors import AuthenticationFailed, BudgetExceeded, ModelNotFound, PermissionDenied
+from omniroute.extensions import Extensions
 from omniroute.observe.access import note as note_access
 from omniroute.observe.batch import BatchWriter
 from omniroute.observe.metrics import Metrics
 from omniroute.providers.catalog import Catalog
 from omniroute.providers.upstream import AttemptTimeouts, ReadLimits, UpstreamClient
+from omniroute.routing.auto.listing import auto_models
+from omniroute.routing.combos import combo_limits, log_shadowing
 from omniroute.routing.decision import Decision, expand_stored
 from omniroute.routing.engine import Engine, Outcome, RetrySettings, StreamOutcome
 from omniroute.routing.multicall import execute_multi_call, is_multi_call
@@ -72,9 +75,15 @@ class Gateway:
     ``clock`` is the time every part of this gateway reads and waits on (default the process clock;
     tests and the simulator pass a :class:`~omniroute.clock.FakeClock`)."""
 
-    def __init__(self, config: Config, *, clock: Clock | None = None) -> None:
+    def __init__(
+        self, config: Config, *, clock: Clock | None = None, extensions: Extensions | None = None
+    ) -> None:
         self.config = config
         self.clock: Clock = clock or SystemClock()
+        self.extensions = extensions or Extensions()
+        self.strategies = self.extensions.strategy_registry()  # combo strategies by name
+        self.routers = self.extensions.router_registry()  # auto router strategies by name
+        self.formats = self.extensions.wire_formats()  # client routes and provider formats
         self.store: Store | None = None
         self.client = UpstreamClient(
             AttemptTimeouts(
@@ -95,7 +104,7 @@ class Gateway:
             self.redis_state = ResilientRoutingState.from_url(config.redis_url, clock=self.clock)
         self.state: RoutingState = self.redis_state or MemoryRoutingState(self.clock)
         self.resilience = bootstrap.build_resilience(config, self.state, self.clock)
-        self.adapters: dict[str, ProviderAdapter] = wire.adapters()
+        self.adapters: dict[str, ProviderAdapter] = wire.adapters(self.formats)
         self.engine = Engine(
             clock=self.clock,
             client=self.client,
@@ -137,7 +146,7 @@ class Gateway:
 
         Raises :class:`ConfigError` naming the key when the config names an unknown wire format or
         provider, or a non-auto combo without targets."""
-        bootstrap.check_provider_formats(self.config)
+        bootstrap.check_provider_formats(self.config, self.formats)
         data_dir = data_dir_for(self.config.database_url)
         self.store = await Store.open(self.config.database_url, data_dir=data_dir, clock=self.clock)
         await bootstrap.load_config_into_store(self.config, self.store)
@@ -151,9 +160,7 @@ class Gateway:
             )
         await self.refresh()
         self._check_config_references(self.config, self.catalog)
-        from omniroute.routing.combos import log_shadowing
-
-        log_shadowing(self)  # SPEC §4: one line listing every combo that shadows a model id
+        log_shadowing(self.registry)  # SPEC §4: one line listing every combo that shadows a model id
         if self.redis_state is not None:  # connect now: an unreachable Redis is reported at start
             await self.redis_state.ready()
         self.usage = BatchWriter(self._write_usage, clock=self.clock, name="usage")
@@ -209,9 +216,11 @@ class Gateway:
         if self.config.source_path is None:
             raise ConfigError("no config file to reload: the gateway was started without one")
         async with self._reload_lock:
-            new = load_config(self.config.source_path)
-            bootstrap.check_provider_formats(new)
-            catalog = bootstrap.build_catalog(new, await self.store.list_provider_nodes(), self.simulated)
+            new = load_config(self.config.source_path, strategies=self.strategies.names())
+            bootstrap.check_provider_formats(new, self.formats)
+            catalog = bootstrap.build_catalog(
+                new, await self.store.list_provider_nodes(), self.simulated, self.formats
+            )
             self._check_config_references(new, catalog)
             await bootstrap.load_config_into_store(new, self.store)
             self.config = new
@@ -264,7 +273,7 @@ class Gateway:
         # read first: a write landing during the rebuild then shows as a change on the next poll
         fingerprint = await self.store.snapshot_fingerprint()
         self.catalog = bootstrap.build_catalog(
-            self.config, await self.store.list_provider_nodes(), self.simulated
+            self.config, await self.store.list_provider_nodes(), self.simulated, self.formats
         )
         conns = await self.store.list_connections()
         combos = [Combo.from_row(row) for row in await self.store.list_combos()]
@@ -315,8 +324,6 @@ class Gateway:
             if p.simulated:
                 item["simulated"] = True
             out.append(item)
-        from omniroute.routing.combos import combo_limits
-
         for name, combo in reg.combos.items():
             ctx, mo = combo_limits(self, combo)
             out.append(
@@ -367,8 +374,6 @@ class Gateway:
     def auto_models(self) -> list[dict[str, Any]]:
         """``auto`` and its advertised variants (AUTO-1) with ``context_length``/``max_output_tokens`` =
         MAX over each pool, never 0 (API-2)."""
-        from omniroute.routing.auto.listing import auto_models
-
         return auto_models(self)
 
     # -- auth --------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, MutableMapping
 from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING, Any
 
@@ -30,11 +30,14 @@ from omniroute.resilience.redact import redact
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
 
-    from omniroute.api.asgi import Message, Scope, Send
     from omniroute.clock import Clock
     from omniroute.observe.metrics import Metrics
     from omniroute.observe.tracing import Tracing
     from omniroute.routing.decision import Decision
+
+Scope = MutableMapping[str, Any]  # the ASGI shapes (as in omniroute.api.asgi, a layer above this one)
+Message = MutableMapping[str, Any]
+Send = Callable[[Message], Awaitable[None]]
 
 access_log = logging.getLogger("omniroute.access")
 

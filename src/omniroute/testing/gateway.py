@@ -21,6 +21,7 @@ import uvicorn
 from omniroute.app import OmniRouteApp, create_app
 from omniroute.clock import Clock, FakeClock, SystemClock
 from omniroute.config import Config
+from omniroute.extensions import Extensions
 from omniroute.gateway import Gateway
 
 if TYPE_CHECKING:
@@ -39,8 +40,9 @@ def free_port() -> int:
 class GatewayThread:
     """A gateway served by uvicorn in a daemon thread. Use as a context manager or start()/stop().
 
-    ``clock`` is the gateway's (default the process clock); ``tracer_provider`` an OpenTelemetry SDK
-    ``TracerProvider`` the gateway traces into (e.g. with an in-memory exporter)."""
+    ``clock`` is the gateway's (default the process clock); ``extensions`` as for ``create_app``;
+    ``tracer_provider`` an OpenTelemetry SDK ``TracerProvider`` the gateway traces into (e.g. with an
+    in-memory exporter)."""
 
     def __init__(
         self,
@@ -48,11 +50,14 @@ class GatewayThread:
         *,
         port: int | None = None,
         clock: Clock | None = None,
+        extensions: Extensions | None = None,
         tracer_provider: TracerProvider | None = None,
     ) -> None:
         self.port = port or free_port()
         self.clock: Clock = clock or SystemClock()
-        self.app: OmniRouteApp = create_app(config, clock=self.clock, tracer_provider=tracer_provider)
+        self.app: OmniRouteApp = create_app(
+            config, clock=self.clock, extensions=extensions, tracer_provider=tracer_provider
+        )
         self._server = uvicorn.Server(
             uvicorn.Config(
                 self.app,
