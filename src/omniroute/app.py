@@ -67,9 +67,13 @@ class OmniRouteApp:
         exact, self.pattern_routes = route_table(self.gateway.formats)
         self.post_routes: dict[str, GwHandler] = {**exact, "/v1/embeddings": embeddings.embeddings}
         self.started = False
+        self.waiting: asyncio.Task[None] | None = None  # retrying a start-up whose database was unreachable
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
+        if self.waiting is not None and kind == "http" and scope["path"] not in _WHILE_WAITING:
+            await _database_unavailable(send)
+            return
         if kind == "http":
             path: str = scope["path"]
             method: str = scope["method"]
@@ -169,8 +173,41 @@ class OmniRouteApp:
         except (ConfigError, FileNotFoundError, ValueError) as exc:
             log.error("configuration not reloaded, keeping the running one: %s", exc)
 
+    def _wait_for_database(self, exc: OSError) -> None:
+        """The database did not answer at start-up (connection refused, unknown host, timeout): serve
+        anyway, with ``/health/ready`` answering 503 and every other route 503, and try to start again
+        every :data:`DATABASE_RETRY_S` seconds on the gateway's clock."""
+        log.error(
+            "database unreachable at start-up (%s: %s); retrying every %gs, 503 until it answers",
+            type(exc).__name__,
+            exc,
+            DATABASE_RETRY_S,
+        )
+        self.waiting = asyncio.create_task(self._start_when_reachable(), name="wait-for-database")
+
+    async def _start_when_reachable(self) -> None:
+        while True:
+            await self.gateway.clock.sleep(DATABASE_RETRY_S)
+            try:
+                await self.start()
+            except OSError as exc:
+                if self.gateway.store is None:
+                    log.debug("database still unreachable: %s", exc)
+                    continue
+                log.error("start-up failed: %s: %s", type(exc).__name__, exc)
+            except Exception as exc:  # a problem a retry cannot fix: stay unready, say why
+                log.error("start-up failed: %s: %s", type(exc).__name__, exc)
+            else:
+                log.info("database reachable: started")
+                self.waiting = None
+            return
+
     async def stop(self) -> None:
         """Stop the gateway: flush the usage and decision writers, export queued spans, close."""
+        if self.waiting is not None:
+            self.waiting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.waiting
         if self.reload_on_sighup:
             asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP)
             self.drain.uninstall()
@@ -193,6 +230,12 @@ class OmniRouteApp:
                     log.error("invalid configuration:\n%s", exc)
                     await send({"type": "lifespan.startup.failed", "message": str(exc)})
                     return
+                except OSError as exc:
+                    if self.gateway.store is not None:  # the database answered: something else failed
+                        log.error("start-up failed: %s: %s", type(exc).__name__, exc)
+                        await send({"type": "lifespan.startup.failed", "message": str(exc)})
+                        return
+                    self._wait_for_database(exc)
                 except Exception as exc:
                     log.error("start-up failed: %s: %s", type(exc).__name__, exc)
                     log.debug("start-up failure details", exc_info=True)
@@ -203,6 +246,20 @@ class OmniRouteApp:
                 await self.stop()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
+
+
+DATABASE_RETRY_S = 2.0
+"""Seconds between start-up attempts while the database is unreachable at start."""
+_WHILE_WAITING = frozenset({"/health", "/health/ready", "/metrics"})
+
+
+async def _database_unavailable(send: Send) -> None:
+    err = GatewayError(
+        "The gateway is waiting for its database (unreachable at start-up); try again shortly.",
+        status=503,
+        code="database_unavailable",
+    )
+    await send_json(send, 503, openai_error(err), [(b"retry-after", str(int(DATABASE_RETRY_S)).encode())])
 
 
 def _with_request_id(send: Send, request_id: str) -> Send:

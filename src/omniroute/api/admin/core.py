@@ -114,8 +114,8 @@ async def ready(gw: Annotated[Gateway, Depends(gateway)], response: Response) ->
     serving in a degraded mode (local routing state, usage rows retried): ``status: degraded`` with
     the failing part ``false``, still 200, so an orchestrator keeps a working replica in rotation
     (``omniroute_routing_state_degraded`` says the same in ``/metrics``). 503 only when it cannot
-    serve: before start-up has finished (a database unreachable at start stops start-up), and while
-    draining after SIGTERM (``status: draining``)."""
+    serve: before start-up has finished (also while a database unreachable at start-up is retried,
+    ``status: unavailable``), and while draining after SIGTERM (``status: draining``)."""
     if gw.store is None or gw.draining:
         response.status_code = 503
         status = "draining" if gw.draining else "unavailable"
