@@ -14,6 +14,7 @@ import contextlib
 import gc
 import logging
 import signal
+import socket
 from typing import TYPE_CHECKING
 
 from omniroute import dashboard
@@ -173,7 +174,7 @@ class OmniRouteApp:
         except (ConfigError, FileNotFoundError, ValueError) as exc:
             log.error("configuration not reloaded, keeping the running one: %s", exc)
 
-    def _wait_for_database(self, exc: OSError) -> None:
+    def _wait_for_database(self, exc: Exception) -> None:
         """The database did not answer at start-up (connection refused, unknown host, timeout): serve
         anyway, with ``/health/ready`` answering 503 and every other route 503, and try to start again
         every :data:`DATABASE_RETRY_S` seconds on the gateway's clock."""
@@ -190,7 +191,7 @@ class OmniRouteApp:
             await self.gateway.clock.sleep(DATABASE_RETRY_S)
             try:
                 await self.start()
-            except OSError as exc:
+            except UNREACHABLE as exc:
                 if self.gateway.store is None:
                     log.debug("database still unreachable: %s", exc)
                     continue
@@ -230,7 +231,7 @@ class OmniRouteApp:
                     log.error("invalid configuration:\n%s", exc)
                     await send({"type": "lifespan.startup.failed", "message": str(exc)})
                     return
-                except OSError as exc:
+                except UNREACHABLE as exc:
                     if self.gateway.store is not None:  # the database answered: something else failed
                         log.error("start-up failed: %s: %s", type(exc).__name__, exc)
                         await send({"type": "lifespan.startup.failed", "message": str(exc)})
@@ -249,6 +250,10 @@ class OmniRouteApp:
 
 
 DATABASE_RETRY_S = 2.0
+UNREACHABLE = (ConnectionError, TimeoutError, socket.gaierror)
+"""Start-up failures that mean "the database server did not answer" (refused, reset, unknown host,
+timeout): retried. Any other failure (a file that cannot be written, bad credentials, a wrong secret
+key) stops the start with its message."""
 """Seconds between start-up attempts while the database is unreachable at start."""
 _WHILE_WAITING = frozenset({"/health", "/health/ready", "/metrics"})
 

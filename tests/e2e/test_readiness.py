@@ -123,3 +123,16 @@ async def _until_started(gw: object) -> None:
     app_waiting = [t for t in asyncio.all_tasks() if t.get_name() == "wait-for-database"]
     if app_waiting:
         await asyncio.wait(app_waiting)
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # uvicorn's exit
+def test_a_database_file_that_cannot_be_created_still_stops_the_start(
+    tmp_path: Path, fakes: dict[str, FakeProviderThread]
+) -> None:
+    """Only a database server that does not answer is waited for; a local problem is reported at once."""
+    url = "sqlite:////proc/omniroute-cannot-write-here/gw.db"
+    config = config_from_dict(merge(base_config(fakes, tmp_path), {"database_url": url}), env={})
+    gw = GatewayThread(config)
+    with pytest.raises(RuntimeError, match="did not start"):
+        gw.start(timeout_s=30)
+    assert gw.app.waiting is None
