@@ -73,7 +73,7 @@ class OmniRouteApp:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
         if self.waiting is not None and kind == "http" and scope["path"] not in _WHILE_WAITING:
-            await _database_unavailable(send)
+            await _database_unavailable(send, self.gateway.request_id_for(header_map(scope)))
             return
         if kind == "http":
             path: str = scope["path"]
@@ -250,21 +250,23 @@ class OmniRouteApp:
 
 
 DATABASE_RETRY_S = 2.0
+"""Seconds between start-up attempts while the database is unreachable at start."""
 UNREACHABLE = (ConnectionError, TimeoutError, socket.gaierror)
 """Start-up failures that mean "the database server did not answer" (refused, reset, unknown host,
 timeout): retried. Any other failure (a file that cannot be written, bad credentials, a wrong secret
 key) stops the start with its message."""
-"""Seconds between start-up attempts while the database is unreachable at start."""
 _WHILE_WAITING = frozenset({"/health", "/health/ready", "/metrics"})
 
 
-async def _database_unavailable(send: Send) -> None:
+async def _database_unavailable(send: Send, request_id: str) -> None:
     err = GatewayError(
         "The gateway is waiting for its database (unreachable at start-up); try again shortly.",
         status=503,
         code="database_unavailable",
     )
-    await send_json(send, 503, openai_error(err), [(b"retry-after", str(int(DATABASE_RETRY_S)).encode())])
+    retry_after = str(int(DATABASE_RETRY_S)).encode()
+    headers = [(b"retry-after", retry_after), (b"x-request-id", request_id.encode("latin-1"))]
+    await send_json(send, 503, openai_error(err), headers)
 
 
 def _with_request_id(send: Send, request_id: str) -> Send:
