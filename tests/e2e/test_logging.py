@@ -13,7 +13,9 @@ from typing import Any
 import httpx
 import pytest
 from serve_support import Served
+from typer.testing import CliRunner
 
+from omniroute.cli.main import app as cli_app
 from omniroute.observe.logs import JsonFormatter, TextFormatter
 from omniroute.resilience.redact import KEY_SHAPED
 from omniroute.testing import FakeProviderThread
@@ -148,3 +150,11 @@ def test_a_key_in_any_log_message_or_traceback_is_redacted(formatter: logging.Fo
     out = formatter.format(record)
     assert "sent [redacted] to x" in out and "invalid key [redacted]" in out
     assert "CLIENTkey" not in out and "UPSTREAMkey" not in out
+
+
+def test_an_unknown_log_format_is_refused_with_a_message() -> None:
+    result = CliRunner().invoke(cli_app, ["serve"], env={"OMNIROUTE_LOG_FORMAT": "xml"})
+    assert result.exit_code == 2
+    assert "OMNIROUTE_LOG_FORMAT" in result.output and "text, json" in result.output
+    flag = CliRunner().invoke(cli_app, ["serve", "--log-format", "xml"])
+    assert flag.exit_code == 2 and "--log-format" in flag.output

@@ -54,7 +54,11 @@ def _setup_logging(fmt: str | None = None) -> None:
     level ``$OMNIROUTE_LOG_LEVEL`` (:mod:`omniroute.observe.logs`)."""
     from omniroute.observe.logs import setup_logging
 
-    setup_logging(fmt)
+    try:
+        setup_logging(fmt)
+    except ValueError as exc:  # OMNIROUTE_LOG_FORMAT set to something else
+        err_console.print(f"[red]Invalid OMNIROUTE_LOG_FORMAT:[/red] {exc}")
+        raise typer.Exit(2) from None
 
 
 class LogFormat(StrEnum):
@@ -78,9 +82,6 @@ def serve(
     """Run the gateway. With no config it serves built-in simulated providers (offline, no keys)."""
     import uvicorn
 
-    from omniroute.observe.lifecycle import exit_quietly_on_sigterm
-
-    exit_quietly_on_sigterm()  # SIGTERM drains, then the process exits 0
     flag = log_format.value if log_format is not None else None
     _setup_logging(flag)
     cfg = _load(config)
@@ -104,6 +105,9 @@ def serve(
         f"(config: {cfg.source_path or 'none — simulated providers when nothing is configured'}); "
         f"console: http://{cfg.server.host}:{cfg.server.port}/dashboard"
     )
+    from omniroute.observe.lifecycle import exit_quietly_on_sigterm
+
+    exit_quietly_on_sigterm()  # SIGTERM drains, then the process exits 0
     uvicorn.run(
         "omniroute.cli.main:app_factory",
         factory=True,
