@@ -88,7 +88,8 @@ def test_a_given_multiprocess_dir_is_cleaned_at_start(
 
 
 def test_without_a_given_dir_a_private_one_is_made(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR", raising=False)
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", "")  # recorded, so the test's value is undone after
+    monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR")
     path = Path(prepare_multiprocess_dir())
     assert os.environ["PROMETHEUS_MULTIPROC_DIR"] == str(path)
     assert path.is_dir() and not any(path.iterdir()) and (path.stat().st_mode & 0o777) == 0o700
