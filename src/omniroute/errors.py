@@ -152,6 +152,9 @@ class AttemptRecord:
     status: int
     reason: str
     latency_ms: float = 0.0
+    started_s: float | None = field(default=None, compare=False)
+    """When the attempt began: a monotonic reading of the gateway's clock, seconds (for trace spans;
+    ``None`` when unknown)."""
 
 
 @dataclass(frozen=True, slots=True)

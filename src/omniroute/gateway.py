@@ -34,6 +34,7 @@ from omniroute.core.combo import Combo, ComboMapping
 from omniroute.deadlines import BodyDeadlines
 from omniroute.errors import AuthenticationFailed, ModelNotFound, PermissionDenied
 from omniroute.extensions import Extensions
+from omniroute.observe.access import note as note_access
 from omniroute.observe.batch import BatchWriter
 from omniroute.observe.metrics import Metrics
 from omniroute.providers.catalog import Catalog
@@ -153,6 +154,7 @@ class Gateway:
         self.decisions: OrderedDict[str, Decision] = OrderedDict()
         self.started_at = self.clock.time()
         self.metrics = Metrics()
+        self.draining = False  # set on SIGTERM: readiness answers 503 while requests in flight finish
         self.body_deadlines = BodyDeadlines()  # 408 for request bodies that stop arriving
         self._fingerprint: tuple[Any, ...] | None = None  # store fingerprint the snapshot was built from
         self._store_watch: asyncio.Task[None] | None = None
@@ -571,7 +573,7 @@ class Gateway:
             release = self.budgets.settle(req.reservation, cost if charge else 0.0)
         rec = self.keys_by_id.get(req.api_key_id) if req.api_key_id else None
         self.usage.put(
-            {
+            row := {
                 "ts": self.clock.time(),
                 "request_id": req.request_id,
                 "api_key_id": req.api_key_id,
@@ -600,6 +602,8 @@ class Gateway:
                 "period_start": self.budgets.period_start(rec),
             }
         )
+        if member is None:
+            note_access(row, decision)  # the access line and trace (omniroute.observe.access)
         if cost and charge:
             self.budgets.note_spend(rec, cost)
 

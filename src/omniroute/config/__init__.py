@@ -73,6 +73,8 @@ DEFAULT_REQUIRE_API_KEY = False
 DEFAULT_MAX_BODY_MB = 10.0
 DEFAULT_WORKERS = 1
 DEFAULT_STREAM_KEEPALIVE_S = 5.0
+DEFAULT_LOG_FORMAT: Final = "text"
+DEFAULT_DRAIN_TIMEOUT_S = 30.0
 DEFAULT_MAX_RESPONSE_MB = 32.0
 """Largest upstream response body (MB, after decompression) read whole; past it the attempt fails with
 a 502 and the engine falls back. Generous for any chat or embeddings answer, small enough that a
@@ -156,7 +158,10 @@ class ServerConfig:
     ``max_body_mb`` (megabytes, 413 above it), uvicorn ``workers`` and ``stream_keepalive_s``
     (seconds; :data:`DEFAULT_STREAM_KEEPALIVE_S`) — the last two additions to the contract — and
     ``allowed_hosts``, the ``Host`` names the management API answers besides loopback ones (DNS
-    rebinding guard, :mod:`omniroute.api.hosts`).
+    rebinding guard, :mod:`omniroute.api.hosts`); ``log_format`` (``text`` or ``json``, overridden by
+    ``serve --log-format``), ``otlp_endpoint`` (an OTLP/HTTP base URL for traces, ``None`` → off unless
+    ``$OTEL_EXPORTER_OTLP_ENDPOINT`` is set) and ``drain_timeout_s`` (seconds requests in flight get to
+    finish after SIGTERM; :data:`DEFAULT_DRAIN_TIMEOUT_S`).
     """
 
     host: str = DEFAULT_HOST
@@ -167,6 +172,9 @@ class ServerConfig:
     workers: int = DEFAULT_WORKERS
     stream_keepalive_s: float = DEFAULT_STREAM_KEEPALIVE_S
     allowed_hosts: tuple[str, ...] = ()
+    log_format: str = DEFAULT_LOG_FORMAT
+    otlp_endpoint: str | None = None
+    drain_timeout_s: float = DEFAULT_DRAIN_TIMEOUT_S
 
 
 @dataclass(frozen=True, slots=True)

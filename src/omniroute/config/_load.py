@@ -26,6 +26,7 @@ from omniroute.config import (
     DEFAULT_COOLDOWN_MAX_S,
     DEFAULT_COOLDOWN_SERVER_ERROR_MAX_S,
     DEFAULT_DATABASE_URL,
+    DEFAULT_DRAIN_TIMEOUT_S,
     DEFAULT_EXPLORATION_RATE,
     DEFAULT_FAILURE_THRESHOLD,
     DEFAULT_HALF_OPEN_PROBES,
@@ -34,6 +35,7 @@ from omniroute.config import (
     DEFAULT_LKGP_SCOPE,
     DEFAULT_LOCKOUT_BASE_S,
     DEFAULT_LOCKOUT_MAX_S,
+    DEFAULT_LOG_FORMAT,
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_MAX_BODY_MB,
     DEFAULT_MAX_EVENT_MB,
@@ -150,6 +152,9 @@ class _Server(_Edge):
     workers: Int = Field(DEFAULT_WORKERS, ge=1)
     stream_keepalive_s: Number = Field(DEFAULT_STREAM_KEEPALIVE_S, ge=0)
     allowed_hosts: list[_Str] = []
+    log_format: Literal["text", "json"] = DEFAULT_LOG_FORMAT
+    otlp_endpoint: _Str | None = None
+    drain_timeout_s: Number = Field(DEFAULT_DRAIN_TIMEOUT_S, ge=0)
 
 
 class _ApiKey(_Edge):

@@ -402,6 +402,7 @@ class Engine:
                         err.upstream_status or err.status,
                         err.message,
                         ms,
+                        t0,
                     )
                 )
                 await self.resilience.record_failure(cand, err, ms)
@@ -428,13 +429,14 @@ class Engine:
                         499,
                         "client disconnected",
                         (clock.monotonic() - t0) * 1000,
+                        t0,
                     )
                 )
                 await self.resilience.release_probe(cand)
                 raise
             ms = (clock.monotonic() - t0) * 1000
             decision.attempts.append(
-                AttemptRecord(cand.provider.id, cand.model.id, cand.connection.id, 200, "ok", ms)
+                AttemptRecord(cand.provider.id, cand.model.id, cand.connection.id, 200, "ok", ms, t0)
             )
             if isinstance(out, Outcome):
                 await state.decr_inflight(cand.connection.id)
@@ -458,6 +460,7 @@ class Engine:
                     err.upstream_status or err.status,
                     f"stream failed after commit: {err.message}",
                     a.latency_ms,
+                    a.started_s,
                 )
                 decision.extra["stream_error"] = err.message
             if err is None:

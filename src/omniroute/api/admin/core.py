@@ -113,13 +113,17 @@ async def ready(gw: Annotated[Gateway, Depends(gateway)], response: Response) ->
     """Readiness (OBS-4, OPS-4): 200 while the gateway can serve. Requests are routed from the
     in-memory snapshot, so a database or Redis that stops answering after start-up leaves the gateway
     serving in a degraded mode (local routing state, usage rows retried): ``status: degraded`` with
-    the failing part ``false``, still 200, so an orchestrator keeps a working replica in rotation.
-    503 only when it cannot serve: before start-up has finished."""
-    if gw.store is None:
+    the failing part ``false``, still 200, so an orchestrator keeps a working replica in rotation
+    (``omniroute_routing_state_degraded`` says the same in ``/metrics``). 503 only when it cannot
+    serve: before start-up has finished (also while a database unreachable at start-up is retried,
+    ``status: unavailable``), and while draining after SIGTERM (``status: draining``)."""
+    if gw.store is None or gw.draining:
         response.status_code = 503
-        return {"status": "unavailable", "database": False, "state": False}
+        status = "draining" if gw.draining else "unavailable"
+        return {"status": status, "database": gw.store is not None, "state": gw.store is not None}
     db_ok = await gw.store.ping()
     state_ok = await gw.state_ready()
+    gw.metrics.set_state_degraded(not state_ok)
     return {
         "status": "ok" if db_ok and state_ok else "degraded",
         "database": db_ok,
@@ -132,7 +136,10 @@ async def ready(gw: Annotated[Gateway, Depends(gateway)], response: Response) ->
 @router.get("/metrics", tags=["health"], response_class=Response)
 async def metrics(gw: Annotated[Gateway, Depends(gateway)]) -> Response:
     """Prometheus exposition (OBS-3): requests, attempts, fallbacks, breaker state per provider,
-    cooldowns, lockouts, latency/TTFT/overhead histograms, tokens and cost."""
+    cooldowns, lockouts, latency/TTFT/overhead histograms, tokens and cost, requests in flight and
+    whether the shared routing state is degraded; summed over workers under ``--workers N``."""
+    if gw.store is not None:
+        gw.metrics.set_state_degraded(not await gw.state_ready())
     body = gw.metrics.render(await gw.resilience.snapshot())
     return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")
 
