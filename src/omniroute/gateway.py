@@ -39,11 +39,17 @@ from omniroute.routing.multicall import execute_multi_call, is_multi_call
 from omniroute.routing.plan import Planner
 from omniroute.routing.registry import Registry
 from omniroute.routing.resolve import check_alias_routes, resolve, resolve_route, with_context_1m_beta
-from omniroute.simulated import SAMPLE_COMBO, SimulatedFleet
+from omniroute.simulated import (
+    SAMPLE_COMBO,
+    SimulatedFleet,
+    retire_sample_combo,
+    routes_only_to_simulated,
+    store_sample_combo,
+)
 from omniroute.state.base import RoutingState
 from omniroute.state.memory import MemoryRoutingState
 from omniroute.store import Store, hash_key
-from omniroute.values import Candidate, ChatRequest, Usage
+from omniroute.values import Candidate, ChatRequest, Connection, Usage
 from omniroute.wire.base import ProviderAdapter
 
 if TYPE_CHECKING:  # imported on use: only a gateway with redis_url loads the redis client (PERF-5)
@@ -112,6 +118,7 @@ class Gateway:
         self.registry = Registry.build(self.catalog, ())
         self.planner = Planner(self)
         self.simulated: SimulatedFleet | None = None
+        self._retired_fleet: SimulatedFleet | None = None  # switched off at run time, stopped at stop()
         self.keys_by_hash: dict[str, dict[str, Any]] = {}
         self.keys_by_id: dict[str, dict[str, Any]] = {}
         self._key_memo: dict[str, dict[str, Any]] = {}
@@ -139,14 +146,7 @@ class Gateway:
         data_dir = data_dir_for(self.config.database_url)
         self.store = await Store.open(self.config.database_url, data_dir=data_dir, clock=self.clock)
         await bootstrap.load_config_into_store(self.config, self.store)
-        if not self.config.connections and not await self.store.list_connections():
-            self.simulated = SimulatedFleet()
-            await self.simulated.start()
-            log.warning(
-                "simulated mode: no providers configured; serving %d built-in simulated providers (%s)",
-                len(self.simulated.providers),
-                ", ".join(self.simulated.provider_ids),
-            )
+        await self._start_simulated_unless_connected()
         await self.refresh()
         self._check_config_references(self.config, self.catalog)
         from omniroute.routing.combos import log_shadowing
@@ -161,6 +161,48 @@ class Gateway:
         )
         self.decision_writer.start()
         self._store_watch = asyncio.create_task(self._watch_store(), name="store-watch")
+
+    async def _start_simulated_unless_connected(self) -> None:
+        """Simulated mode when no connection is configured or stored: start the simulated providers and
+        store the sample combo (listed by ``/api/combos`` and ``omniroute combos list``). Otherwise say
+        in the start-up log that they are off, removing a sample combo a previous simulated run stored
+        (it would only dangle)."""
+        assert self.store is not None
+        conns = await self.store.list_connections()
+        if not conns:
+            self.simulated = SimulatedFleet()
+            await self.simulated.start()
+            await store_sample_combo(self.store)
+            log.warning(
+                "simulated mode: no providers configured; serving %d built-in simulated providers (%s) "
+                "and the sample combo '%s'; adding a connection switches them off",
+                len(self.simulated.providers),
+                ", ".join(self.simulated.provider_ids),
+                SAMPLE_COMBO,
+            )
+            return
+        retired = await retire_sample_combo(self.store)
+        log.log(
+            logging.WARNING if retired else logging.INFO,
+            "simulated providers off: %d connection(s) configured (%s)%s",
+            len(conns),
+            ", ".join(sorted({c.provider for c in conns})),
+            f"; the sample combo '{SAMPLE_COMBO}' was removed" if retired else "",
+        )
+
+    async def _switch_simulated_off(self, conns: list[Connection]) -> None:
+        """A real connection was added while simulated mode runs: drop the simulated providers from the
+        catalog and delete the stored sample combo. Their servers keep running until :meth:`stop` so a
+        request already routed to one finishes."""
+        assert self.store is not None and self.simulated is not None
+        self._retired_fleet, self.simulated = self.simulated, None
+        retired = await retire_sample_combo(self.store)
+        log.warning(
+            "simulated providers off: connection %s added (%s)%s",
+            ", ".join(c.id for c in conns),
+            ", ".join(sorted({c.provider for c in conns})),
+            f"; the sample combo '{SAMPLE_COMBO}' was removed" if retired else "",
+        )
 
     async def _watch_store(self) -> None:
         """Every :data:`STORE_POLL_S` seconds on the gateway's clock, rebuild the snapshot when the
@@ -250,8 +292,9 @@ class Gateway:
         await self.client.close()
         if self.redis_state is not None:
             await self.redis_state.aclose()
-        if self.simulated is not None:
-            await self.simulated.stop()
+        for fleet in (self.simulated, self._retired_fleet):
+            if fleet is not None:
+                await fleet.stop()
         if self.store is not None:
             await self.store.close()
 
@@ -261,15 +304,15 @@ class Gateway:
         assert self.store is not None
         # read first: a write landing during the rebuild then shows as a change on the next poll
         fingerprint = await self.store.snapshot_fingerprint()
+        conns = await self.store.list_connections()
+        if self.simulated is not None and conns:
+            await self._switch_simulated_off(conns)
         self.catalog = bootstrap.build_catalog(
             self.config, await self.store.list_provider_nodes(), self.simulated
         )
-        conns = await self.store.list_connections()
         combos = [Combo.from_row(row) for row in await self.store.list_combos()]
         if self.simulated is not None:
             conns = conns + self.simulated.connections()
-            if not any(c.name == SAMPLE_COMBO for c in combos):
-                combos.append(self.simulated.sample_combo())
         self.registry = Registry.build(
             self.catalog,
             conns,
@@ -317,15 +360,17 @@ class Gateway:
 
         for name, combo in reg.combos.items():
             ctx, mo = combo_limits(self, combo)
+            simulated = routes_only_to_simulated(combo)  # owned and labelled like its targets
             out.append(
                 {
                     "id": name,
                     "object": "model",
                     "created": 0,
-                    "owned_by": "combo",
+                    "owned_by": "simulated" if simulated else "combo",
                     "context_length": ctx,
                     "max_output_tokens": mo,
                     "strategy": combo.strategy,
+                    **({"simulated": True} if simulated else {}),
                 }
             )
         out.extend(self.auto_models())
