@@ -33,6 +33,7 @@ from omniroute.observe.batch import BatchWriter
 from omniroute.observe.metrics import Metrics
 from omniroute.providers.catalog import Catalog
 from omniroute.providers.upstream import AttemptTimeouts, ReadLimits, UpstreamClient
+from omniroute.references import stored_problems, warn_stored_problems
 from omniroute.routing.decision import Decision, expand_stored
 from omniroute.routing.engine import Engine, Outcome, RetrySettings, StreamOutcome
 from omniroute.routing.multicall import execute_multi_call, is_multi_call
@@ -44,6 +45,7 @@ from omniroute.simulated import (
     SimulatedFleet,
     retire_sample_combo,
     routes_only_to_simulated,
+    simulated_providers,
     store_sample_combo,
 )
 from omniroute.state.base import RoutingState
@@ -145,10 +147,14 @@ class Gateway:
         bootstrap.check_provider_formats(self.config)
         data_dir = data_dir_for(self.config.database_url)
         self.store = await Store.open(self.config.database_url, data_dir=data_dir, clock=self.clock)
+        await self._check_config_references(self.config, await self._reference_catalog(), aliases=False)
         await bootstrap.load_config_into_store(self.config, self.store)
         await self._start_simulated_unless_connected()
         await self.refresh()
-        self._check_config_references(self.config, self.catalog)
+        await self._check_config_references(self.config, self.catalog, aliases=True)
+        warn_stored_problems(
+            stored_problems(self.catalog, await self.store.list_connections(), await self.store.list_combos())
+        )
         from omniroute.routing.combos import log_shadowing
 
         log_shadowing(self)  # SPEC §4: one line listing every combo that shadows a model id
@@ -161,6 +167,16 @@ class Gateway:
         )
         self.decision_writer.start()
         self._store_watch = asyncio.create_task(self._watch_store(), name="store-watch")
+
+    async def _reference_catalog(self) -> Catalog:
+        """The catalog config references are checked against before the config is loaded into the
+        store: stored provider nodes and the config's providers, plus the simulated ones when no
+        connection is configured or stored (they will be served)."""
+        assert self.store is not None
+        cat = bootstrap.build_catalog(self.config, await self.store.list_provider_nodes(), None)
+        if self.config.connections or await self.store.list_connections():
+            return cat
+        return Catalog([*cat.providers, *simulated_providers()])
 
     async def _start_simulated_unless_connected(self) -> None:
         """Simulated mode when no connection is configured or stored: start the simulated providers and
@@ -252,20 +268,28 @@ class Gateway:
             new = load_config(self.config.source_path)
             bootstrap.check_provider_formats(new)
             catalog = bootstrap.build_catalog(new, await self.store.list_provider_nodes(), self.simulated)
-            self._check_config_references(new, catalog)
+            await self._check_config_references(new, catalog, aliases=False)
             await bootstrap.load_config_into_store(new, self.store)
             self.config = new
             await self.refresh()
         log.info("configuration reloaded from %s", new.source_path)
 
-    def _check_config_references(self, config: Config, catalog: Catalog) -> None:
-        """Checks the config schema cannot make (OPS-2): every connection names a known provider and
-        every non-auto combo has targets; at start-up also that every ``model_aliases`` route resolves
-        (a reload applies new aliases with the snapshot it rebuilds). Raises :class:`ConfigError`
-        naming the key; warns about API keys whose secret is empty (an unset ``${ENV}`` reference
-        admits nobody)."""
-        errors = bootstrap.config_reference_errors(config, catalog)
-        if config is self.config:
+    async def _check_config_references(self, config: Config, catalog: Catalog, *, aliases: bool) -> None:
+        """Checks the config schema cannot make (OPS-2): every connection names a known provider, every
+        non-auto combo has targets, every combo target, mapping and chain names a known provider,
+        model, connection or combo (in the file or stored); with ``aliases`` (at start-up, once the
+        snapshot is built) also that every ``model_aliases`` route resolves (a reload applies new
+        aliases with the snapshot it rebuilds).
+        Raises :class:`ConfigError` naming the key; warns about API keys whose secret is empty (an
+        unset ``${ENV}`` reference admits nobody)."""
+        assert self.store is not None
+        errors = bootstrap.config_reference_errors(
+            config,
+            catalog,
+            stored_connection_ids=[c.id for c in await self.store.list_connections()],
+            stored_combo_names=[r["name"] for r in await self.store.list_combos()],
+        )
+        if aliases:
             errors.extend(check_alias_routes(self.registry))
         if errors:
             raise ConfigError(errors)

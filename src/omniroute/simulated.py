@@ -36,6 +36,23 @@ SAMPLE_COMBO = "sim-combo"
 SIMULATED_PROVIDER_IDS: frozenset[str] = frozenset(pid for pid, *_ in SIMULATED_MODELS)
 
 
+def simulated_providers(base_urls: Mapping[str, str] | None = None) -> list[ProviderInfo]:
+    """Catalog entries of the simulated providers; ``base_urls`` by provider id (default a placeholder
+    on 127.0.0.1, for checking references before the servers run)."""
+    urls = base_urls or {}
+    return [
+        ProviderInfo(
+            id=pid,
+            format="openai",
+            base_url=urls.get(pid, "http://127.0.0.1/v1"),
+            name=f"{pid} (simulated)",
+            models=(ModelInfo(mid, pin, pout, ctx, mo, frozenset(caps), tier, name=f"{mid} (simulated)"),),
+            simulated=True,
+        )
+        for pid, mid, pin, pout, ctx, mo, caps, tier in SIMULATED_MODELS
+    ]
+
+
 class SimulatedFleet:
     """Three fake OpenAI-format providers on 127.0.0.1 plus their connections and a sample combo."""
 
@@ -59,21 +76,7 @@ class SimulatedFleet:
     @property
     def providers(self) -> list[ProviderInfo]:
         """Catalog entries of the simulated providers (base URLs of the running servers)."""
-        out = []
-        for pid, mid, pin, pout, ctx, mo, caps, tier in SIMULATED_MODELS:
-            out.append(
-                ProviderInfo(
-                    id=pid,
-                    format="openai",
-                    base_url=f"{self._servers[pid].base_url}/v1",
-                    name=f"{pid} (simulated)",
-                    models=(
-                        ModelInfo(mid, pin, pout, ctx, mo, frozenset(caps), tier, name=f"{mid} (simulated)"),
-                    ),
-                    simulated=True,
-                )
-            )
-        return out
+        return simulated_providers({pid: f"{fp.base_url}/v1" for pid, fp in self._servers.items()})
 
     def connections(self) -> list[Connection]:
         """One connection per simulated provider (never stored)."""
