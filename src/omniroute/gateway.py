@@ -51,6 +51,7 @@ from omniroute.simulated import (
 from omniroute.state.base import RoutingState
 from omniroute.state.memory import MemoryRoutingState
 from omniroute.store import Store, hash_key
+from omniroute.store.retention import RetentionPruner
 from omniroute.values import Candidate, ChatRequest, Connection, Usage
 from omniroute.wire.base import ProviderAdapter
 
@@ -135,6 +136,7 @@ class Gateway:
         self.body_deadlines = BodyDeadlines()  # 408 for request bodies that stop arriving
         self._fingerprint: tuple[Any, ...] | None = None  # store fingerprint the snapshot was built from
         self._store_watch: asyncio.Task[None] | None = None
+        self._retention: RetentionPruner | None = None  # usage/decision rows past retention_days
         self._reload_lock = asyncio.Lock()  # a SIGHUP and POST /api/reload arriving together apply in turn
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -167,6 +169,8 @@ class Gateway:
         )
         self.decision_writer.start()
         self._store_watch = asyncio.create_task(self._watch_store(), name="store-watch")
+        self._retention = RetentionPruner(self.store, self.clock, self.config.retention_days)
+        self._retention.start()
 
     async def _reference_catalog(self) -> Catalog:
         """The catalog config references are checked against before the config is loaded into the
@@ -304,6 +308,8 @@ class Gateway:
     async def stop(self) -> None:
         """Flush usage and decisions (nothing lost), close the upstream client, the simulated fleet and
         the store."""
+        if self._retention is not None:
+            await self._retention.stop()
         if self._store_watch is not None:
             self._store_watch.cancel()
             with contextlib.suppress(asyncio.CancelledError):

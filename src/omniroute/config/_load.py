@@ -43,6 +43,7 @@ from omniroute.config import (
     DEFAULT_PORT,
     DEFAULT_REQUIRE_API_KEY,
     DEFAULT_RESET_TIMEOUT_S,
+    DEFAULT_RETENTION_DAYS,
     DEFAULT_RETRIES_PER_TARGET,
     DEFAULT_STREAM_KEEPALIVE_S,
     DEFAULT_TOTAL_TIMEOUT_S,
@@ -263,6 +264,7 @@ class _Root(_Edge):
     server: _Server | None = None
     database_url: _Str | None = None
     redis_url: _Str | None = None
+    retention_days: Number = Field(DEFAULT_RETENTION_DAYS, gt=0, le=36_500)
     catalog_file: _Str | None = None
     api_keys: list[_ApiKey] | None = None
     providers: list[_Provider] | None = None
@@ -395,6 +397,7 @@ def _convert(root: _Root, errors: list[tuple[str, str]]) -> Config:
         server=server,
         database_url=root.database_url or DEFAULT_DATABASE_URL,
         redis_url=root.redis_url,
+        retention_days=float(root.retention_days),
         catalog_file=Path(root.catalog_file).expanduser() if root.catalog_file else None,
         api_keys=api_keys,
         providers=providers,
