@@ -40,10 +40,13 @@ async def test_the_background_task_prunes_every_interval_of_the_injected_clock(s
     pruner = RetentionPruner(store, clock, retention_days=1, interval_s=3600)
     pruner.start()
     try:
-        await clock.wait_for_sleepers(1)  # the first pass ran at start and the task sleeps
+        await clock.wait_for_sleepers(1)  # the task sleeps until its first pass
         await store.write_usage([_row("a", NOW - 0.5 * DAY_S), _row("b", NOW)])
-        clock.advance(0.6 * DAY_S)  # "a" is now older than a day; the hourly pass has come
+        clock.advance(60)  # the first pass: nothing is older than a day yet
         await clock.wait_for_sleepers(1)  # the woken pass finished and the task sleeps again
+        assert len(await store.recent_usage()) == 2
+        clock.advance(0.6 * DAY_S)  # "a" is now older than a day; the hourly pass has come
+        await clock.wait_for_sleepers(1)
         assert [r["request_id"] for r in await store.recent_usage()] == ["b"]
     finally:
         await pruner.stop()

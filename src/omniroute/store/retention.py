@@ -3,8 +3,9 @@
 
 Each pass deletes :data:`PRUNE_BATCH` rows per table per transaction until a batch comes back short,
 yielding to the event loop between batches, so a large backlog (the first pass after an upgrade) never
-holds a long lock or stalls requests. Passes run every :data:`PRUNE_INTERVAL_S` seconds, the first one
-right after start. Several replicas pruning the same database is harmless: a row is deleted once.
+holds a long lock or stalls requests. Passes run every :data:`PRUNE_INTERVAL_S` seconds, the first
+one :data:`FIRST_PASS_AFTER_S` after start. Several replicas pruning the same database is harmless:
+a row is deleted once.
 """
 
 from __future__ import annotations
@@ -19,12 +20,15 @@ from omniroute.clock import Clock
 if TYPE_CHECKING:
     from omniroute.store.store import Store
 
-__all__ = ["PRUNE_BATCH", "PRUNE_INTERVAL_S", "RetentionPruner"]
+__all__ = ["FIRST_PASS_AFTER_S", "PRUNE_BATCH", "PRUNE_INTERVAL_S", "RetentionPruner"]
 
 log = logging.getLogger("omniroute.retention")
 
 PRUNE_INTERVAL_S = 3600.0
 """Seconds between pruning passes: an hour keeps at most an hour of rows past the retention."""
+
+FIRST_PASS_AFTER_S = 60.0
+"""Seconds after start of the first pass (then every :data:`PRUNE_INTERVAL_S`)."""
 
 PRUNE_BATCH = 5000
 """Rows deleted per table per transaction."""
@@ -72,14 +76,16 @@ class RetentionPruner:
         return total
 
     async def _run(self) -> None:
+        delay = min(FIRST_PASS_AFTER_S, self.interval_s)
         while True:
+            await self.clock.sleep(delay)  # asleep first: a start-up is never slowed by a backlog
+            delay = self.interval_s
             try:
                 await self.prune_once()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 log.warning("retention: pruning failed, retrying in %.0fs: %s", self.interval_s, exc)
-            await self.clock.sleep(self.interval_s)
 
     def start(self) -> None:
         """Start the pruning loop on the running event loop."""
