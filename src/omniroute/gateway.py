@@ -100,8 +100,12 @@ class Gateway:
         if config.redis_url:
             from omniroute.state.redis import ResilientRoutingState
 
-            self.redis_state = ResilientRoutingState.from_url(config.redis_url, clock=self.clock)
-        self.state: RoutingState = self.redis_state or MemoryRoutingState(self.clock)
+            self.redis_state = ResilientRoutingState.from_url(
+                config.redis_url, clock=self.clock, max_entries=config.state_max_entries
+            )
+        self.state: RoutingState = self.redis_state or MemoryRoutingState(
+            self.clock, max_entries=config.state_max_entries
+        )
         self.resilience = bootstrap.build_resilience(config, self.state, self.clock)
         self.adapters: dict[str, ProviderAdapter] = wire.adapters()
         self.engine = Engine(

@@ -70,3 +70,20 @@ def test_a_week_of_traffic_with_many_model_names_leaves_redis_and_the_database_b
     stamps = asyncio.run(rows())
     assert stamps and min(stamps) >= clock.time() - 2 * DAY_S  # older days were pruned
     assert len(stamps) <= 3 * 45  # at most the requests of the days retention_days keeps
+
+
+def _metric(text: str, name: str, table: str) -> float:
+    prefix = f'{name}{{table="{table}"}} '
+    return next(float(line[len(prefix) :]) for line in text.splitlines() if line.startswith(prefix))
+
+
+def test_in_process_state_is_bounded_by_state_max_entries_and_evictions_are_exported(
+    make_gateway: Callable[..., GatewayThread],
+) -> None:
+    gw = make_gateway({"state_max_entries": 20})
+    for i in range(30):  # each model served once: one latency window each
+        assert _chat(gw, f"local-o/model-{i}") == 200
+    text = httpx.get(f"{gw.url}/metrics", timeout=10).text
+    assert _metric(text, "omniroute_state_entries", "windows") == 20
+    assert _metric(text, "omniroute_state_evictions_total", "windows") == 10
+    assert _metric(text, "omniroute_state_evictions_total", "lockouts") == 0

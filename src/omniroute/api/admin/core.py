@@ -16,6 +16,7 @@ from omniroute.api.hosts import check_management_request
 from omniroute.config import ConfigError
 from omniroute.errors import AuthenticationFailed, GatewayError, InvalidRequest
 from omniroute.gateway import Gateway
+from omniroute.state.memory import memory_state_of
 
 router = APIRouter()
 log = logging.getLogger("omniroute.api")
@@ -132,7 +133,12 @@ async def ready(gw: Annotated[Gateway, Depends(gateway)], response: Response) ->
 async def metrics(gw: Annotated[Gateway, Depends(gateway)]) -> Response:
     """Prometheus exposition (OBS-3): requests, attempts, fallbacks, breaker state per provider,
     cooldowns, lockouts, latency/TTFT/overhead histograms, tokens and cost."""
-    body = gw.metrics.render(await gw.resilience.snapshot())
+    local = memory_state_of(gw.state)
+    body = gw.metrics.render(
+        await gw.resilience.snapshot(),
+        state_entries=local.entry_counts() if local is not None else None,
+        state_evictions=local.evictions if local is not None else None,
+    )
     return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")
 
 
