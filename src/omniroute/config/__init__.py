@@ -36,6 +36,8 @@ __all__ = [
     "DEFAULT_DATABASE_URL",
     "DEFAULT_HOST",
     "DEFAULT_PORT",
+    "DEFAULT_RETENTION_DAYS",
+    "DEFAULT_STATE_MAX_ENTRIES",
     "ENV_CONFIG_PATH",
     "ENV_DATABASE_URL",
     "ENV_REDIS_URL",
@@ -87,6 +89,11 @@ long (Gemini CLI: 60 s), and proxies drop idle connections. ``0`` turns it off."
 
 # --- storage (STORE-1, STORE-2) ---------------------------------------------------------------------
 DEFAULT_DATABASE_URL = "sqlite:///./data/omniroute.db"
+DEFAULT_RETENTION_DAYS = 30.0
+"""Days usage rows and routing decisions are kept before the background pruning deletes them."""
+DEFAULT_STATE_MAX_ENTRIES = 100_000
+"""Entries kept per in-process routing-state table that grows with traffic (windows, counters,
+lockouts, byte records) before the least recently written is evicted."""
 DATABASE_URL_SCHEMES = ("sqlite", "postgresql", "postgres")
 REDIS_URL_SCHEMES = ("redis", "rediss", "unix")
 
@@ -398,12 +405,16 @@ class Config:
     :class:`~omniroute.core.combo.ComboOptions`), an addition to the OPS-2 contract. ``source_path``
     is the file that was read, or ``None``. Config-declared objects win over stored copies with the
     same id (OPS-2). ``catalog_file`` is a catalog written by ``omniroute catalog refresh`` that
-    replaces the built-in one (PROV-2); ``None`` uses the built-in catalog.
+    replaces the built-in one (PROV-2); ``None`` uses the built-in catalog. ``retention_days``: usage
+    rows and routing decisions older than this many days are deleted by a background task;
+    ``state_max_entries`` bounds each in-process routing-state table that grows with traffic.
     """
 
     server: ServerConfig = field(default_factory=ServerConfig)
     database_url: str = DEFAULT_DATABASE_URL
     redis_url: str | None = None
+    retention_days: float = DEFAULT_RETENTION_DAYS
+    state_max_entries: int = DEFAULT_STATE_MAX_ENTRIES
     catalog_file: Path | None = None
     api_keys: tuple[ApiKeyConfig, ...] = ()
     providers: tuple[ProviderConfig, ...] = ()

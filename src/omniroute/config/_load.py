@@ -45,7 +45,9 @@ from omniroute.config import (
     DEFAULT_PORT,
     DEFAULT_REQUIRE_API_KEY,
     DEFAULT_RESET_TIMEOUT_S,
+    DEFAULT_RETENTION_DAYS,
     DEFAULT_RETRIES_PER_TARGET,
+    DEFAULT_STATE_MAX_ENTRIES,
     DEFAULT_STREAM_KEEPALIVE_S,
     DEFAULT_TOTAL_TIMEOUT_S,
     DEFAULT_TTFT_TIMEOUT_S,
@@ -278,6 +280,8 @@ class _Root(_Edge):
     server: _Server | None = None
     database_url: _Str | None = None
     redis_url: _Str | None = None
+    retention_days: Number = Field(DEFAULT_RETENTION_DAYS, gt=0, le=36_500)
+    state_max_entries: Int = Field(DEFAULT_STATE_MAX_ENTRIES, ge=10)
     catalog_file: _Str | None = None
     api_keys: list[_ApiKey] | None = None
     providers: list[_Provider] | None = None
@@ -415,6 +419,8 @@ def _convert(root: _Root, errors: list[tuple[str, str]]) -> Config:
         server=server,
         database_url=root.database_url or DEFAULT_DATABASE_URL,
         redis_url=root.redis_url,
+        retention_days=float(root.retention_days),
+        state_max_entries=int(root.state_max_entries),
         catalog_file=Path(root.catalog_file).expanduser() if root.catalog_file else None,
         api_keys=api_keys,
         providers=providers,

@@ -24,7 +24,7 @@ import os
 import shutil
 import tempfile
 from bisect import bisect_left
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -322,9 +322,16 @@ class Metrics(Collector):
 
             multiprocess.mark_process_dead(os.getpid())  # type: ignore[no-untyped-call]
 
-    def render(self, snapshot: dict[str, object]) -> bytes:
+    def render(
+        self,
+        snapshot: dict[str, object],
+        state_entries: Mapping[str, int] | None = None,
+        state_evictions: Mapping[str, int] | None = None,
+    ) -> bytes:
         """The exposition text, with state gauges refreshed from a resilience snapshot
-        (``Resilience.snapshot()``)."""
+        (``Resilience.snapshot()``) and, for in-process routing state, its bounded tables: entries held
+        (``omniroute_state_entries``) and evicted since start (``omniroute_state_evictions_total``),
+        by table name."""
         breakers = snapshot.get("breakers") or {}
         assert isinstance(breakers, dict)
         breaker = GaugeMetricFamily(
@@ -345,6 +352,22 @@ class Metrics(Collector):
             ),
             GaugeMetricFamily("omniroute_model_lockouts", "Active model lockouts.", value=len(lockouts)),
         ]
+        if state_entries is not None:
+            entries = GaugeMetricFamily(
+                "omniroute_state_entries", "Entries of in-process routing state, by table.", labels=["table"]
+            )
+            for table, n in sorted(state_entries.items()):
+                entries.add_metric([table], n)
+            self._gauges.append(entries)
+        if state_evictions is not None:
+            evicted = CounterMetricFamily(
+                "omniroute_state_evictions",
+                "Least recently written entries evicted from a full in-process routing-state table.",
+                labels=["table"],
+            )
+            for table, n in sorted(state_evictions.items()):
+                evicted.add_metric([table], n)
+            self._gauges.append(evicted)
         if not self.multiprocess:
             return generate_latest(self.registry)
         from prometheus_client.multiprocess import MultiProcessCollector

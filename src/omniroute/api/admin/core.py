@@ -17,6 +17,7 @@ from omniroute.api.hosts import check_management_request
 from omniroute.config import ConfigError
 from omniroute.errors import AuthenticationFailed, GatewayError, InvalidRequest
 from omniroute.gateway import Gateway
+from omniroute.state.memory import memory_state_of
 
 router = APIRouter()
 log = logging.getLogger("omniroute.api")
@@ -136,11 +137,17 @@ async def ready(gw: Annotated[Gateway, Depends(gateway)], response: Response) ->
 @router.get("/metrics", tags=["health"], response_class=Response)
 async def metrics(gw: Annotated[Gateway, Depends(gateway)]) -> Response:
     """Prometheus exposition (OBS-3): requests, attempts, fallbacks, breaker state per provider,
-    cooldowns, lockouts, latency/TTFT/overhead histograms, tokens and cost, requests in flight and
-    whether the shared routing state is degraded; summed over workers under ``--workers N``."""
+    cooldowns, lockouts, latency/TTFT/overhead histograms, tokens and cost, requests in flight,
+    whether the shared routing state is degraded and the in-process state tables' sizes; summed over
+    workers under ``--workers N``."""
     if gw.store is not None:
         gw.metrics.set_state_degraded(not await gw.state_ready())
-    body = gw.metrics.render(await gw.resilience.snapshot())
+    local = memory_state_of(gw.state)
+    body = gw.metrics.render(
+        await gw.resilience.snapshot(),
+        state_entries=local.entry_counts() if local is not None else None,
+        state_evictions=local.evictions if local is not None else None,
+    )
     return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")
 
 
