@@ -286,9 +286,11 @@ class Resilience:
 
         ``{"now", "now_iso", "breakers": {provider: {state, failures, opened_at, reset_timeout_s,
         next_probe_at, probes_in_flight, last_error}}, "cooldowns": {connection_id: {provider,
-        until, backoff_level, reason, last_error}}, "invalid": {connection_id: {provider, reason,
+        until, backoff_level, reason, last_error, reset_at}}, "invalid": {connection_id: {provider, reason,
         since}}, "lockouts": [{provider, connection, model, until, level, reason}], "events": [...]}``.
-        Every instant is epoch seconds with an ``*_iso`` twin (UTC).
+        Every instant is epoch seconds with an ``*_iso`` twin (UTC). A cooldown's ``reset_at`` is the
+        upstream's own reset when its hint was longer than ``cooldown.max_hint_s`` (``until`` is the
+        capped end of the cooldown), else ``None`` (RESIL-13).
         """
         now = self.clock.time()
         breakers: dict[str, Any] = {}
@@ -319,6 +321,8 @@ class Resilience:
                     "backoff_level": c.backoff_level,
                     "reason": c.reason,
                     "last_error": c.last_error,
+                    "reset_at": c.reset_at if c.reset_at > now else None,
+                    "reset_at_iso": iso(c.reset_at) if c.reset_at > now else None,
                 }
             if c.invalid:
                 invalid[cid] = {

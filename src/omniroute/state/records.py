@@ -107,7 +107,9 @@ class CooldownRecord:
 
     ``until`` is ``rate_limited_until`` (epoch s, 0 = none); ``reason`` names the cause of the
     current deadline (e.g. ``rate limited (429)``); ``invalid`` marks dead credentials with
-    ``invalid_reason`` since ``invalid_since``; ``last_error`` is the last failure text recorded.
+    ``invalid_reason`` since ``invalid_since``; ``last_error`` is the last failure text recorded;
+    ``reset_at`` (epoch s, 0 = none) is the upstream's own reset when its wait hint was longer than
+    the cooldown cap, so ``until`` is earlier than the real reset (RESIL-13).
     """
 
     connection_id: str
@@ -119,6 +121,7 @@ class CooldownRecord:
     invalid_reason: str = ""
     invalid_since: float = 0.0
     last_error: str = ""
+    reset_at: float = 0.0
 
     def cooling(self, now: float) -> bool:
         """True while ``until`` is in the future."""
@@ -144,6 +147,7 @@ class CooldownRecord:
             invalid_reason=str(d.get("invalid_reason", "")),
             invalid_since=float(d.get("invalid_since", 0.0)),
             last_error=str(d.get("last_error", "")),
+            reset_at=float(d.get("reset_at", 0.0)),
         )
 
 

@@ -134,18 +134,28 @@ def cooldown_on_limit(
 
     wait = ``min(hint_s, max_hint_s)`` when the upstream gave a hint, else
     ``min(base_s·2^backoff_level, max_s)`` and the level goes up by one. The deadline only moves
-    later: ``until = max(until, now + wait)``; ``reason`` follows the deadline that wins.
+    later: ``until = max(until, now + wait)``; ``reason`` follows the deadline that wins. A hint longer
+    than ``max_hint_s`` keeps the upstream's real reset in ``reset_at`` (RESIL-13).
     """
     level = rec.backoff_level
+    reset_at = rec.reset_at
     if hint_s is not None:
         wait = min(max(hint_s, 0.0), max_hint_s)
+        if hint_s > max_hint_s:
+            reset_at = max(reset_at, now + hint_s)
     else:
         wait = min(base_s * 2 ** min(level, _MAX_EXPONENT), max_s)
         level += 1
     deadline = now + wait
     if deadline > rec.until:
         return replace(
-            rec, provider=provider, until=deadline, backoff_level=level, reason=reason, last_error=last_error
+            rec,
+            provider=provider,
+            until=deadline,
+            backoff_level=level,
+            reason=reason,
+            last_error=last_error,
+            reset_at=reset_at,
         )
     return replace(rec, provider=provider, backoff_level=level, last_error=last_error)
 
@@ -153,9 +163,9 @@ def cooldown_on_limit(
 def cooldown_on_success(rec: CooldownRecord) -> CooldownRecord:
     """A success proves the connection works (RESIL-2): clear the deadline and the backoff level.
     An ``invalid`` mark stays until an operator reset or a token refresh (:func:`cooldown_on_valid`)."""
-    if rec.until == 0.0 and rec.backoff_level == 0 and not rec.reason:
+    if rec.until == 0.0 and rec.backoff_level == 0 and not rec.reason and not rec.reset_at:
         return rec
-    return replace(rec, until=0.0, backoff_level=0, reason="")
+    return replace(rec, until=0.0, backoff_level=0, reason="", reset_at=0.0)
 
 
 def cooldown_on_invalid(rec: CooldownRecord, now: float, *, provider: str, reason: str) -> CooldownRecord:
