@@ -109,7 +109,9 @@ class CooldownRecord:
     current deadline (e.g. ``rate limited (429)``); ``invalid`` marks dead credentials with
     ``invalid_reason`` since ``invalid_since``; ``last_error`` is the last failure text recorded;
     ``reset_at`` (epoch s, 0 = none) is the upstream's own reset when its wait hint was longer than
-    the cooldown cap, so ``until`` is earlier than the real reset (RESIL-13).
+    the cooldown cap, so ``until`` is earlier than the real reset (RESIL-13); ``model`` names the one
+    model the cooldown holds back when it was caused by a rate limit scoped to a model
+    (:func:`omniroute.resilience.classify.cooldown_scope`), ``""`` when it holds the whole connection.
     """
 
     connection_id: str
@@ -122,6 +124,11 @@ class CooldownRecord:
     invalid_since: float = 0.0
     last_error: str = ""
     reset_at: float = 0.0
+    model: str = ""
+
+    def holds(self, model: str, now: float) -> bool:
+        """True while the cooldown holds back ``model`` on this connection at ``now`` (epoch s)."""
+        return self.until > now and (not self.model or self.model == model)
 
     def cooling(self, now: float) -> bool:
         """True while ``until`` is in the future."""
@@ -148,6 +155,7 @@ class CooldownRecord:
             invalid_since=float(d.get("invalid_since", 0.0)),
             last_error=str(d.get("last_error", "")),
             reset_at=float(d.get("reset_at", 0.0)),
+            model=str(d.get("model", "")),
         )
 
 

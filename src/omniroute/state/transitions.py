@@ -129,8 +129,13 @@ def cooldown_on_limit(
     max_hint_s: float,
     reason: str,
     last_error: str,
+    model: str = "",
 ) -> CooldownRecord:
     """A 429/503/rate-limit/overloaded failure on this connection (RESIL-2).
+
+    ``model`` scopes the cooldown to one model (a rate limit the provider applies per model);
+    ``""`` holds the whole connection. A cooldown already holding another model, or the whole
+    connection, is widened to the whole connection rather than narrowed.
 
     wait = ``min(hint_s, max_hint_s)`` when the upstream gave a hint, else
     ``min(base_s·2^backoff_level, max_s)`` and the level goes up by one. The deadline only moves
@@ -147,6 +152,7 @@ def cooldown_on_limit(
         wait = min(base_s * 2 ** min(level, _MAX_EXPONENT), max_s)
         level += 1
     deadline = now + wait
+    scope = model if rec.until <= now or rec.model == model else ""
     if deadline > rec.until:
         return replace(
             rec,
@@ -156,16 +162,20 @@ def cooldown_on_limit(
             reason=reason,
             last_error=last_error,
             reset_at=reset_at,
+            model=scope,
         )
-    return replace(rec, provider=provider, backoff_level=level, last_error=last_error)
+    return replace(rec, provider=provider, backoff_level=level, last_error=last_error, model=scope)
 
 
-def cooldown_on_success(rec: CooldownRecord) -> CooldownRecord:
+def cooldown_on_success(rec: CooldownRecord, model: str | None = None) -> CooldownRecord:
     """A success proves the connection works (RESIL-2): clear the deadline and the backoff level.
-    An ``invalid`` mark stays until an operator reset or a token refresh (:func:`cooldown_on_valid`)."""
+    An ``invalid`` mark stays until an operator reset or a token refresh (:func:`cooldown_on_valid`).
+    A success of another ``model`` than the one a model-scoped cooldown holds changes nothing."""
+    if rec.model and model is not None and model != rec.model:
+        return rec
     if rec.until == 0.0 and rec.backoff_level == 0 and not rec.reason and not rec.reset_at:
         return rec
-    return replace(rec, until=0.0, backoff_level=0, reason="", reset_at=0.0)
+    return replace(rec, until=0.0, backoff_level=0, reason="", reset_at=0.0, model="")
 
 
 def cooldown_on_invalid(rec: CooldownRecord, now: float, *, provider: str, reason: str) -> CooldownRecord:
