@@ -344,3 +344,33 @@ def test_a_cut_after_a_tool_call_header_re_requests_the_call(rig: Rig) -> None:
                 finishes.append(choice.finish_reason)
     assert calls == {0: ["get_weather", '{"city": "Paris", "unit": "celsius"}']}
     assert finishes == ["tool_calls"] and rig.a.calls("m") == 2
+
+
+def test_reasoning_sent_before_a_cut_is_not_repeated(rig: Rig) -> None:
+    """The stream is cut right after its reasoning delta: the rescue thinks again, and the client
+    reads the reasoning once, then the whole answer."""
+    gw = rig.gateway()
+    rig.a.set_behaviour("m", "reasoning+cut-after-1+faults-times-1")
+    r = httpx.post(
+        f"{gw.base_url}/chat/completions",
+        json={"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True},
+        timeout=30,
+    )
+    chunks = [d for _, d in _sse(r.text) if isinstance(d, dict) and d.get("choices")]
+    deltas = [c["choices"][0]["delta"] for c in chunks]
+    assert "".join(d.get("reasoning_content") or "" for d in deltas) == "The user wants an answer from m."
+    assert "".join(d.get("content") or "" for d in deltas) == "Hello from a (m)."
+    assert rig.a.calls("m") == 2 and usage_rows(gw)[0]["rescued"] is True
+
+
+def test_rescue_stops_at_the_request_attempt_cap(rig: Rig) -> None:
+    """With ``max_attempts: 2`` the cut stream and one rescue (also cut) spend the budget: the stream
+    ends with the error event and the fallback is never called."""
+    gw = rig.gateway(resilience={"retries": {"max_attempts": 2}})
+    rig.a.set_behaviour("m", f"{SPEC}+cut-after-40+continue")
+    rig.b.set_behaviour("m", f"{SPEC}+continue")
+    text, finishes, clean = read_stream(gw, "chat")
+    assert finishes == ["error"] and not clean and ANSWER.startswith(text)
+    assert rig.a.calls("m") == 2 and rig.b.calls() == 0
+    row = usage_rows(gw)[0]
+    assert row["status"] == 502 and row["attempts"] == 2 and row["rescued"] is False

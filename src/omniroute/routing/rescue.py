@@ -238,6 +238,7 @@ class StreamRescuer:
     async def __call__(self, so: StreamOutcome, err: UpstreamError) -> StreamOutcome | None:
         sent: Sent = so.sent
         failed = so.candidate
+        self.decision.extra.pop("rescued", None)  # only a stream that ends whole was rescued
         if not err.retryable or sent.tool_args:
             return None
         await self.engine.stream_failed(failed, err, self.decision)
