@@ -325,7 +325,10 @@ def attach_rescue(
     prepare: Callable[[Candidate, ChatRequest], ChatRequest] | None,
 ) -> None:
     """Make the committed stream ``so`` rescuable: ``candidates`` are the request's survivors from
-    the committed one on, ``budget`` its attempt cap and deadline."""
+    the committed one on, ``budget`` its attempt cap and deadline. A request for several choices
+    (``n`` > 1) is not: one continuation cannot be joined to several answers."""
+    if req.body.get("n") not in (None, 1):
+        return
     so.sent = Sent()
     so.rescue = StreamRescuer(engine, req, candidates, decision, ctx, budget, errors, prepare)
 
