@@ -36,6 +36,7 @@ from omniroute.providers.upstream import AttemptTimeouts, UpstreamClient, Upstre
 from omniroute.resilience.ladder import LadderContext, Resilience
 from omniroute.resilience.redact import redact_error
 from omniroute.routing.decision import Decision
+from omniroute.routing.rescue import attach_rescue
 from omniroute.values import Candidate, ChatRequest, Usage
 from omniroute.wire.base import ProviderAdapter, StreamParser
 
@@ -395,8 +396,6 @@ class Engine:
             else:
                 out.on_done.append(self._stream_done_hook(on_success, decision))
                 if retries.stream_rescue:
-                    from omniroute.routing.rescue import attach_rescue
-
                     attach_rescue(self, out, req, survivors[idx:], decision, ctx, budget, errors, prepare)
             return out
         raise await self.exhausted(candidates, errors, decision)

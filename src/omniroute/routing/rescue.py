@@ -34,7 +34,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from omniroute.errors import ContextOverflow, UpstreamError
 from omniroute.resilience.ladder import LadderContext
@@ -276,8 +276,6 @@ class StreamRescuer:
         return ([failed] if tries <= self.budget.per_target else []) + later
 
     async def _continue(self, failed: Candidate, sent: Sent, record: dict[str, Any]) -> StreamOutcome | None:
-        from omniroute.routing.engine import StreamOutcome
-
         text = sent.text
         for cand in self._order(failed):
             if self.budget.spent(len(self.decision.attempts)):
@@ -306,9 +304,9 @@ class StreamRescuer:
                         if not self.budget.spent(len(self.decision.attempts)):
                             continue
                     break
-                if isinstance(out, StreamOutcome):
+                if out is not None:  # a streaming request's success is a committed stream
                     record["prefill"] = prefill
-                    return out
+                    return cast("StreamOutcome", out)
                 break
         return None
 
