@@ -374,3 +374,16 @@ def test_rescue_stops_at_the_request_attempt_cap(rig: Rig) -> None:
     assert rig.a.calls("m") == 2 and rig.b.calls() == 0
     row = usage_rows(gw)[0]
     assert row["status"] == 502 and row["attempts"] == 2 and row["rescued"] is False
+
+
+def test_the_console_shows_the_rescue_of_a_request(rig: Rig) -> None:
+    """The console's request page lists the stream rescue: who failed, after how much, who went on."""
+    gw = rig.gateway()
+    rig.a.set_behaviour("m", f"{SPEC}+cut-after-40+faults-times-1+continue")
+    read_stream(gw, "chat")
+    rid = usage_rows(gw)[0]["request_id"]
+    page = httpx.get(f"{gw.url}/dashboard/requests/{rid}", timeout=10)
+    assert page.status_code == 200
+    assert "Stream rescues (1)" in page.text
+    assert "<strong>pa/m@a1</strong> failed after 160 characters were sent" in page.text
+    assert "continued by <strong>pa/m@a1</strong> from a prefill" in page.text
