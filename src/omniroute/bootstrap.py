@@ -43,9 +43,19 @@ def check_provider_formats(config: Config, formats: Sequence[WireFormat] = wire.
         raise ConfigError(errors, source=config.source_path)
 
 
-def config_reference_errors(config: Config, catalog: Catalog) -> list[tuple[str, str]]:
+def config_reference_errors(
+    config: Config,
+    catalog: Catalog,
+    *,
+    stored_connection_ids: Iterable[str] = (),
+    stored_combo_names: Iterable[str] = (),
+) -> list[tuple[str, str]]:
     """Checks the config schema cannot make (OPS-2), as ``(key, problem)`` pairs: every connection
-    names a provider ``catalog`` knows and every non-auto combo has targets."""
+    names a provider ``catalog`` knows, every non-auto combo has targets, and every combo target,
+    combo mapping and fallback chain names a known provider, model, connection or combo (declared in
+    the file or stored: ``stored_*``; see :func:`omniroute.references.config_problems`)."""
+    from omniroute.references import config_problems
+
     errors = [
         (
             f"connections[{i}].provider",
@@ -60,6 +70,9 @@ def config_reference_errors(config: Config, catalog: Catalog) -> list[tuple[str,
         for i, combo in enumerate(config.combos)
         if (missing := missing_targets(combo)) is not None
     ]
+    errors += config_problems(
+        config, catalog, stored_connection_ids=stored_connection_ids, stored_combo_names=stored_combo_names
+    )
     return errors
 
 
@@ -221,7 +234,16 @@ async def load_config_into_store(config: Config, store: Store) -> None:
         await store.upsert_connection(connection_from_config(c))
     for k in config.api_keys:
         if k.key:
-            await store.upsert_api_key_from_config(k.name, k.key, list(k.allowed_models), k.budget_usd)
+            await store.upsert_api_key_from_config(
+                k.name,
+                k.key,
+                list(k.allowed_models),
+                k.budget_usd,
+                budget_period=k.budget_period,
+                expires_at=k.expires_at,
+                rpm=k.rpm,
+                tpm=k.tpm,
+            )
     for combo in config.combos:
         await store.upsert_combo_by_name(combo.to_json())
     for m in config.model_combo_mappings:

@@ -196,6 +196,9 @@ class ChatRequest:
         return estimate_prompt_tokens(self.body)
 
     native: dict[str, Any] | None = None
+    reservation: Any = None
+    """The key budget's hold for this call (:class:`omniroute.accounting.budget.Reservation`), settled
+    by the usage row (API-8)."""
 
 
 @dataclass(frozen=True, slots=True)

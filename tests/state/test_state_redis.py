@@ -389,3 +389,5 @@ async def test_a_success_sees_breaker_cooldown_and_lockout_records_another_repli
     await lock(b, LockKey("p", "c2", "m1"))
     assert not await a.success_resets_nothing("p", "c2", "m1")
     assert await a.success_resets_nothing("p", "c2", "m2")
+    await lock(b, LockKey("p", "c3", "*"))  # a lock of every model on the connection
+    assert not await a.success_resets_nothing("p", "c3", "m2")

@@ -143,13 +143,14 @@ async def run_chat(
             decision,
             status=499,
             cand=so.candidate if so else None,
-            usage=so.usage if so else None,
+            usage=_usage(so, req) if so else None,  # what was forwarded is charged (estimated if unreported)
             latency_ms=(gw.clock.monotonic() - t0) * 1000,
             ttft_ms=so.ttft_ms if so else None,
             error="client disconnected",
         )
     finally:
         watcher.cancel()
+        gw.release_unsettled(req)
 
 
 async def _run(
@@ -256,7 +257,7 @@ async def _send_stream(
             pending.append(enc.error(err))
             await send({"type": "http.response.body", "body": b"".join(pending), "more_body": False})
     await so.finalize(error)
-    if error is not None:
+    if error is not None or "stream_rescues" in decision.extra:  # changed after commit: store again
         gw.remember(decision)
     _finish_usage(gw, req, decision, so, 502 if error else 200, t0, error.message if error else None)
 

@@ -108,6 +108,7 @@ async def embeddings(gw: Gateway, scope: Scope, receive: Receive, send: Send) ->
                 param="model",
             )
         cands = [c for c in gw.planner.expand(plan.targets, decision) if c.provider.format == "openai"]
+        req.reservation = await gw.admit(req, cands)  # rate limits (429), budget (402)
         out = await gw.engine.run(req, cands, decision, call=EMBEDDINGS)
         assert isinstance(out, Outcome), "embeddings are never streamed"
         gw.remember(decision)
