@@ -18,12 +18,12 @@ from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.staticfiles import StaticFiles
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
-from omniroute.dashboard import auth, auto, combos, keys, overview, providers, requests
+from omniroute.dashboard import auth, auto, combos, keys, overview, providers, requests, simulate
 from omniroute.dashboard.web import PACKAGE_DIR, PREFIX, STATIC_URL, SignInRequired
 
 __all__ = ["PAGES", "install"]
 
-PAGES = (auth, overview, providers, combos, auto, requests, keys)
+PAGES = (auth, overview, providers, combos, auto, requests, keys, simulate)
 """The console's route modules, each with a ``router`` mounted under ``/dashboard``."""
 
 
