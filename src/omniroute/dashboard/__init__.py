@@ -3,7 +3,8 @@
 Server-rendered Jinja2 pages; htmx swaps fragments (live tables, forms) and uPlot draws the charts,
 both served from ``static/vendor`` (see its ``THIRD_PARTY.md``), so the console needs no build step
 and no network. Every page shows what the management API returns: the routes call the ``/api``
-endpoint functions with the same gateway, never the store. Access and CSRF: :mod:`.web`.
+endpoint functions with the same gateway, never the store; the Simulate page (:mod:`.simulate`)
+runs ``omniroute simulate``'s pipeline instead. Access and CSRF: :mod:`.web`.
 
 :func:`install` adds the console, its static files, ``/docs`` (Swagger UI from the same folder) and
 ``/`` (browsers go to the console; other clients get a small JSON index) to the management app.
