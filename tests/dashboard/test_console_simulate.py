@@ -189,3 +189,27 @@ async def test_a_console_simulation_keeps_the_servers_frozen_start_up_objects_fr
         assert gc.get_freeze_count() > frozen // 2, (gc.get_freeze_count(), frozen)
     finally:
         gc.unfreeze()
+
+
+async def test_a_second_simulation_while_one_runs_is_told_to_wait(make_app: Callable[..., Any]) -> None:
+    """One simulation at a time per gateway: while one runs, another gets 409 with a message on the
+    page (htmx, which swaps only successful answers, gets it as 200) and nothing is run."""
+    app = await make_app()
+    async with client(app) as c:
+        page = await c.get("/dashboard/simulate")
+        token = re.search(r'"X-CSRF-Token": "([^"]+)"', page.text)
+        assert token is not None
+        data = {"csrf_token": token.group(1), "scenario": "steady", "variant": "priority", "limit": "5"}
+        running: asyncio.Lock = app.admin.state.simulation_lock
+        await running.acquire()  # the run already going
+        try:
+            r = await c.post("/dashboard/simulate", data=data)
+            assert r.status_code == 409
+            assert error_text(r.text) == "A simulation is already running; run this one when it has finished."
+            assert 'id="sim-table"' not in r.text
+            hx = await c.post("/dashboard/simulate", data=data, headers={"HX-Request": "true"})
+            assert hx.status_code == 200 and "already running" in error_text(hx.text)
+        finally:
+            running.release()
+        r = await c.post("/dashboard/simulate", data=data)
+        assert r.status_code == 200 and list(table_rows(r.text, "sim-table")) == ["priority", "oracle"]

@@ -12,6 +12,7 @@ runs ``omniroute simulate``'s pipeline instead. Access and CSRF: :mod:`.web`.
 
 from __future__ import annotations
 
+import asyncio
 from urllib.parse import urlencode
 
 from fastapi import FastAPI, Request
@@ -32,6 +33,7 @@ def install(app: FastAPI) -> None:
     """Add the console routes, static files, ``/docs`` and ``/`` to ``app`` (the management app,
     whose ``state.gateway`` the pages use)."""
     app.state.console_templates = None  # made on first use (web.Page.render)
+    app.state.simulation_lock = asyncio.Lock()  # one Simulate run at a time (dashboard.simulate)
     app.mount(STATIC_URL, StaticFiles(directory=PACKAGE_DIR / "static"), name="console-static")
     for module in PAGES:
         app.include_router(module.router, prefix=PREFIX, include_in_schema=False)

@@ -171,14 +171,6 @@ def run_simulation(form: SimulationForm) -> Outcome:
     return Outcome(report, images, description, sum(r.wall_s for r in runs))
 
 
-def _lock(page: Page) -> asyncio.Lock:
-    state = page.request.app.state
-    lock: asyncio.Lock | None = getattr(state, "simulation_lock", None)
-    if lock is None:
-        lock = state.simulation_lock = asyncio.Lock()
-    return lock
-
-
 def _render(page: Page, form: SimulationForm, status: int = 200, **extra: Any) -> Response:
     from omniroute.simulate.compare import SCENARIOS
 
@@ -211,7 +203,7 @@ async def simulate(page: PageDep) -> Response:
         form = parse_form(page)
     except SimulationInputError as exc:
         return _render(page, _echo(page), status=422, error=str(exc), field=exc.field)
-    lock = _lock(page)
+    lock: asyncio.Lock = page.request.app.state.simulation_lock  # made by dashboard.install
     if lock.locked():  # htmx swaps a 200 in (its config does not swap a 409)
         msg = "A simulation is already running; run this one when it has finished."
         return _render(page, form, status=200 if page.htmx else 409, error=msg, field=None)
