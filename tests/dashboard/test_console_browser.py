@@ -3,9 +3,10 @@
 
 An operator signs in with the keyboard, creates a combo through the form (meeting the API's
 validation message and the shadowing warning on the way), sends a prompt with "try it", opens its
-decision, resets an open breaker, tests a connection, excludes an auto candidate for a key, and
-creates and revokes a key. Every page is saved as a screenshot, at 1280×800 and on a narrow window,
-under the folder printed at the start (``OMNIROUTE_TEST_ARTIFACTS``, default ``test-artifacts/``).
+decision, resets an open breaker, tests a connection, excludes an auto candidate for a key,
+creates and revokes a key, and runs a small simulation. Every page is saved as a screenshot, at
+1280×800 and on a narrow window, under the folder printed at the start (``OMNIROUTE_TEST_ARTIFACTS``,
+default ``test-artifacts/``).
 The tests skip only when no Chromium executable can be found.
 """
 
