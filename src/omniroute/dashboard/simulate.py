@@ -6,7 +6,7 @@ each as a ratio to the oracle) and, with matplotlib installed, the HTML report's
 The run is the ``omniroute simulate`` pipeline (:class:`~omniroute.simulate.compare.Simulation`): a
 real gateway per variant on its own :class:`~omniroute.clock.FakeClock` and its own event loop, so it
 runs in a worker thread (``asyncio.run`` there, as the CLI does) and never blocks the console's loop.
-One simulation runs at a time per gateway; a second request while one runs gets a message.
+One simulation runs at a time per gateway process; a second request while one runs gets a message.
 """
 
 from __future__ import annotations
