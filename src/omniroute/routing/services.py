@@ -17,17 +17,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from omniroute.clock import Clock
-from omniroute.config import Config
-from omniroute.resilience.ladder import Resilience
-from omniroute.routing.auto.routers import RouterRegistry
-from omniroute.routing.registry import Registry
-from omniroute.routing.strategies.registry import StrategyRegistry
-from omniroute.state.base import RoutingState
-from omniroute.store import Store
-from omniroute.values import Candidate, ChatRequest
+if TYPE_CHECKING:  # annotations only: importing the auto package here would import it half-built
+    from omniroute.clock import Clock
+    from omniroute.config import Config
+    from omniroute.resilience.ladder import Resilience
+    from omniroute.routing.auto.routers import RouterRegistry
+    from omniroute.routing.registry import Registry
+    from omniroute.routing.strategies.registry import StrategyRegistry
+    from omniroute.state.base import RoutingState
+    from omniroute.store import Store
+    from omniroute.values import Candidate, ChatRequest
 
 __all__ = ["RoutingServices", "RunOptions"]
 
