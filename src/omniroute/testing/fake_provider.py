@@ -292,9 +292,12 @@ class FakeProvider:
         self.cancel_times.clear()
         self._fail_counts.clear()
 
-    def set_behaviour(self, model: str, spec: str) -> None:
-        """Make requests for ``model`` (``*``: every model) behave as the grammar ``spec``; ``""`` answers."""
-        self._overrides[model] = spec
+    def set_behaviour(self, model: str, spec: str | None) -> None:
+        """Requests for ``model`` (``*``: all) behave as ``spec``; ``""`` answers; ``None`` forgets it."""
+        if spec is None:
+            self._overrides.pop(model, None)
+        else:
+            self._overrides[model] = spec
 
     def behaviour_for(self, model: str) -> Behaviour:
         """The `Behaviour` a request for ``model`` gets (override, else ``*`` override, else the name)."""
@@ -658,7 +661,7 @@ class FakeProviderThread:
     def reset(self) -> None:
         self._on_loop(self.provider.reset)
 
-    def set_behaviour(self, model: str, spec: str) -> None:
+    def set_behaviour(self, model: str, spec: str | None) -> None:
         self._on_loop(lambda: self.provider.set_behaviour(model, spec))
 
     def wait_until(self, predicate: Callable[[FakeProvider], bool], timeout_s: float = 10.0) -> None:

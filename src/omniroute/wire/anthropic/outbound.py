@@ -17,6 +17,7 @@ from omniroute.errors import GatewayError
 from omniroute.values import ChatRequest, Usage
 from omniroute.wire._common import NATIVE, new_id, reasoning_text, sse, text_of, usage_numbers
 from omniroute.wire.anthropic.blocks import tool_use_block
+from omniroute.wire.reasoning import anthropic_block
 
 STOP_REASONS: dict[str, str] = {
     "stop": "end_turn",
@@ -88,7 +89,7 @@ def render_message(resp: dict[str, Any]) -> dict[str, Any]:
     content: list[dict[str, Any]] = []
     reasoning = reasoning_text(msg)
     if msg.get("thinking_blocks"):
-        content += [dict(b) for b in msg["thinking_blocks"]]
+        content += [anthropic_block(b) for b in msg["thinking_blocks"] if isinstance(b, dict)]
     elif reasoning:
         content.append({"type": "thinking", "thinking": reasoning, "signature": ""})
     text = text_of(msg.get("content"))
@@ -208,6 +209,26 @@ class AnthropicStreamEncoder:
             out += self._choice(c)
         return out
 
+    def _thinking_blocks(self, blocks: Any) -> bytes:
+        """Complete thinking blocks (``delta.thinking_blocks``): the open thinking block gets its
+        ``signature_delta`` and closes; a block that was not streamed as text is sent whole."""
+        out = b""
+        for b in blocks if isinstance(blocks, list) else ():
+            if not isinstance(b, dict):
+                continue
+            block = anthropic_block(b)
+            if block["type"] == "redacted_thinking":
+                out += self._open("redacted_thinking", block) + self._close()
+                continue
+            if self.kind != "thinking":
+                out += self._open("thinking", {"type": "thinking", "thinking": "", "signature": ""})
+                if block["thinking"]:
+                    out += self._delta(self.block, {"type": "thinking_delta", "thinking": block["thinking"]})
+            if block.get("signature"):
+                out += self._delta(self.block, {"type": "signature_delta", "signature": block["signature"]})
+            out += self._close()
+        return out
+
     def _choice(self, c: dict[str, Any]) -> bytes:
         out = b""
         d = c.get("delta") or {}
@@ -216,6 +237,8 @@ class AnthropicStreamEncoder:
             if self.kind != "thinking":
                 out += self._open("thinking", {"type": "thinking", "thinking": "", "signature": ""})
             out += self._delta(self.block, {"type": "thinking_delta", "thinking": reasoning})
+        if d.get("thinking_blocks"):
+            out += self._thinking_blocks(d["thinking_blocks"])
         if d.get("content"):
             if self.kind != "text":
                 out += self._open("text", {"type": "text", "text": ""})

@@ -44,6 +44,9 @@ from omniroute.wire._common import (
     usage_dict,
 )
 from omniroute.wire.anthropic.blocks import assistant_message, tool_use_block
+from omniroute.wire.anthropic.replay import native_for_upstream, unsigned_tool_turn
+from omniroute.wire.reasoning import ANTHROPIC, anthropic_blocks
+from omniroute.wire.tool_ids import upstream_tool_id
 
 ANTHROPIC_VERSION = "2023-06-01"
 """The ``anthropic-version`` header sent upstream unless an Anthropic client sent its own."""
@@ -119,20 +122,22 @@ def _content_blocks(content: Any) -> list[dict[str, Any]]:
 
 
 def _assistant_blocks(msg: Mapping[str, Any]) -> list[dict[str, Any]]:
-    blocks: list[dict[str, Any]] = [
-        dict(b)
-        for b in msg.get("thinking_blocks") or ()
-        if isinstance(b, dict) and b.get("type") in ("thinking", "redacted_thinking")
-    ]
+    """An assistant message → blocks: the thinking Anthropic can verify (reasoning of other families
+    is dropped, never sent unsigned), text, then ``tool_use`` with ids mapped to Anthropic's rules."""
+    blocks = anthropic_blocks(msg.get("thinking_blocks") or ())
     blocks += _content_blocks(msg.get("content"))
-    blocks += [tool_use_block(tc) for tc in msg.get("tool_calls") or ()]
+    for tc in msg.get("tool_calls") or ():
+        block = tool_use_block(tc)
+        block["id"] = upstream_tool_id(block["id"], ANTHROPIC)
+        blocks.append(block)
     return blocks
 
 
 def _tool_result(msg: Mapping[str, Any]) -> dict[str, Any]:
     content = msg.get("content")
     result: Any = content if isinstance(content, str) else _content_blocks(content)
-    return {"type": "tool_result", "tool_use_id": msg.get("tool_call_id") or "", "content": result}
+    tool_use_id = upstream_tool_id(str(msg.get("tool_call_id") or ""), ANTHROPIC)
+    return {"type": "tool_result", "tool_use_id": tool_use_id, "content": result}
 
 
 def _append(out: list[dict[str, Any]], role: str, blocks: list[dict[str, Any]]) -> None:
@@ -206,17 +211,6 @@ def _tool_choice(choice: Any, parallel: Any) -> dict[str, Any] | None:
     return tc
 
 
-def _unsigned_tool_turn(messages: list[dict[str, Any]]) -> bool:
-    """True when the last assistant turn calls a tool but does not start with a thinking block:
-    with thinking on, Anthropic requires that turn to start with its signed thinking ("Expected
-    `thinking` or `redacted_thinking`, but found `tool_use`"; extended-thinking guide, tool use)."""
-    last = next((m for m in reversed(messages) if m.get("role") == "assistant"), None)
-    blocks = last.get("content") if last is not None else None
-    if not isinstance(blocks, list) or not any(b.get("type") == "tool_use" for b in blocks):
-        return False
-    return blocks[0].get("type") not in ("thinking", "redacted_thinking")
-
-
 def to_anthropic_request(body: Mapping[str, Any], cand: Candidate) -> dict[str, Any]:
     """Canonical chat body → Anthropic Messages body (without ``model``/``stream``; the caller sets them).
 
@@ -251,7 +245,7 @@ def to_anthropic_request(body: Mapping[str, Any], cand: Candidate) -> dict[str, 
     if isinstance(effort, str) and effort in EFFORT_BUDGETS:
         budget = min(EFFORT_BUDGETS[effort], out["max_tokens"] - 1)
         forced = out.get("tool_choice", {}).get("type") in ("any", "tool")
-        if budget >= MIN_THINKING_BUDGET and not forced and not _unsigned_tool_turn(messages):
+        if budget >= MIN_THINKING_BUDGET and not forced and not unsigned_tool_turn(messages):
             out["thinking"] = {"type": "enabled", "budget_tokens": budget}
             out.pop("temperature", None)
             out.pop("top_p", None)
@@ -321,6 +315,7 @@ class AnthropicStreamParser:
         "prompt",
         "provider",
         "saw_usage",
+        "thinking",
         "tools",
     )
 
@@ -338,6 +333,7 @@ class AnthropicStreamParser:
         self.ntools = 0
         self.pending: dict[int, str] = {}
         self.got_args: set[int] = set()
+        self.thinking: dict[int, list[str]] = {}
 
     def feed(self, event: str, data: bytes) -> list[dict[str, Any]]:
         try:
@@ -383,6 +379,8 @@ class AnthropicStreamParser:
             return self._block_start(int(obj.get("index") or 0), obj.get("content_block") or {})
         if kind == "content_block_stop":
             idx = int(obj.get("index") or 0)
+            if idx in self.thinking:
+                return self._thinking_done(idx)
             args = self.pending.pop(idx, None)
             if args is not None and idx not in self.got_args:
                 return self._chunk(
@@ -436,9 +434,23 @@ class AnthropicStreamParser:
             )
         if kind == "text" and block.get("text"):
             return self._chunk({"content": block["text"]})
-        if kind == "thinking" and block.get("thinking"):
-            return self._chunk({"reasoning_content": block["thinking"]})
+        if kind == "thinking":
+            self.thinking[idx] = [str(block.get("thinking") or ""), str(block.get("signature") or "")]
+            return self._chunk({"reasoning_content": block["thinking"]}) if block.get("thinking") else None
+        if kind == "redacted_thinking":
+            return self._chunk(
+                {"thinking_blocks": [{"type": "redacted_thinking", "data": block.get("data")}]}
+            )
         return None
+
+    def _thinking_done(self, idx: int) -> dict[str, Any] | None:
+        """A thinking block is complete: one delta carrying it whole (text and signature) as
+        ``thinking_blocks``, so the next turn can replay it (extended-thinking streaming guide)."""
+        text, signature = self.thinking.pop(idx)
+        if not signature:
+            return None
+        block = {"type": "thinking", "thinking": text, "signature": signature}
+        return self._chunk({"thinking_blocks": [block]})
 
     def _delta(self, idx: int, delta: dict[str, Any]) -> dict[str, Any] | None:
         kind = delta.get("type")
@@ -450,7 +462,11 @@ class AnthropicStreamParser:
                 {"tool_calls": [{"index": self.tools[idx], "function": {"arguments": delta["partial_json"]}}]}
             )
         if kind == "thinking_delta" and delta.get("thinking"):
+            if idx in self.thinking:
+                self.thinking[idx][0] += str(delta["thinking"])
             return self._chunk({"reasoning_content": delta["thinking"]})
+        if kind == "signature_delta" and idx in self.thinking:
+            self.thinking[idx][1] += str(delta.get("signature") or "")
         return None
 
 
@@ -476,7 +492,7 @@ class AnthropicAdapter:
     def build_request(self, cand: Candidate, req: ChatRequest, *, stream: bool) -> UpstreamRequest:
         passthrough = req.client_format == "anthropic" and req.native is not None
         if passthrough and req.native is not None:
-            body = dict(req.native)
+            body = native_for_upstream(req.native)
             _clamp_native(body, cand)
         else:
             body = to_anthropic_request(req.body, cand)

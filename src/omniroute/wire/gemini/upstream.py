@@ -49,6 +49,7 @@ from omniroute.wire._common import (
     usage_dict,
 )
 from omniroute.wire.gemini.outbound import call_part
+from omniroute.wire.reasoning import GEMINI_SKIP_SIGNATURE
 
 FINISH_REASONS: dict[str, str] = {
     "STOP": "stop",
@@ -199,15 +200,19 @@ def to_gemini_contents(messages: Any) -> tuple[list[dict[str, Any]], list[dict[s
             add("user", content_parts(m.get("content")))
         elif role == "assistant":
             parts = content_parts(m.get("content"))
+            calls = []
             for tc in m.get("tool_calls") or ():
                 fn = tc.get("function") or {}
                 names[str(tc.get("id"))] = str(fn.get("name") or "")
-                parts.append(
+                calls.append(
                     call_part(
                         str(tc.get("id") or ""), fn.get("name") or "", fn.get("arguments"), with_id=False
                     )
                 )
-            add("model", parts)
+            if calls and not any("thoughtSignature" in c for c in calls):
+                # calls another family made: Gemini's documented stand-in signature (thought-signatures FAQ)
+                calls[0]["thoughtSignature"] = GEMINI_SKIP_SIGNATURE
+            add("model", parts + calls)
         elif role in ("tool", "function"):
             name = names.get(str(m.get("tool_call_id")), str(m.get("name") or ""))
             add(

@@ -31,6 +31,7 @@ from omniroute.values import ChatRequest, Usage
 from omniroute.wire._common import SSE_COMMENT, new_id, reasoning_text, sse, text_of, usage_numbers
 from omniroute.wire.base import ResponseStore
 from omniroute.wire.openai.outbound import openai_error
+from omniroute.wire.reasoning import encrypted_content, merge_thinking_delta
 
 log = logging.getLogger("omniroute.api")
 
@@ -169,14 +170,32 @@ def _call_item(
     }
 
 
-def _reasoning_item(text: str, item_id: str | None = None) -> dict[str, Any]:
-    return {
+ENCRYPTED_REASONING = "reasoning.encrypted_content"
+"""The ``include`` value asking for reasoning items' ``encrypted_content`` (Responses API reference)."""
+
+
+def wants_encrypted(body: Mapping[str, Any]) -> bool:
+    """Whether the request's ``include`` asks for ``reasoning.encrypted_content``."""
+    include = body.get("include")
+    return isinstance(include, list) and ENCRYPTED_REASONING in include
+
+
+def _reasoning_item(
+    text: str, item_id: str | None = None, blocks: Any = None, encrypted: bool = False
+) -> dict[str, Any]:
+    """A ``reasoning`` output item; with ``encrypted`` and replayable ``blocks`` its
+    ``encrypted_content`` carries them (:func:`~omniroute.wire.reasoning.encrypted_content`)."""
+    item: dict[str, Any] = {
         "id": item_id or new_id("rs_"),
         "type": "reasoning",
         "summary": [],
         "content": [{"type": "reasoning_text", "text": text}],
         "status": "completed",
     }
+    sealed = encrypted_content(blocks) if encrypted else None
+    if sealed is not None:
+        item["encrypted_content"] = sealed
+    return item
 
 
 def render_response(
@@ -187,8 +206,9 @@ def render_response(
     choice = (resp.get("choices") or [{}])[0]
     msg = choice.get("message") or {}
     reasoning = reasoning_text(msg)
-    if reasoning:
-        out["output"].append(_reasoning_item(str(reasoning)))
+    blocks = msg.get("thinking_blocks") or None
+    if reasoning or blocks:
+        out["output"].append(_reasoning_item(str(reasoning or ""), None, blocks, wants_encrypted(body)))
     text = text_of(msg.get("content"))
     if text:
         out["output"].append(_message_item(text))
@@ -202,14 +222,17 @@ def render_response(
     prompt, completion, cached = usage_numbers(resp.get("usage"))
     details = (resp.get("usage") or {}).get("completion_tokens_details") or {}
     out["usage"] = responses_usage(prompt, completion, cached, int(details.get("reasoning_tokens") or 0))
-    return out, stored_assistant(out["output"])
+    return out, stored_assistant(out["output"], blocks)
 
 
-def stored_assistant(output: list[dict[str, Any]]) -> dict[str, Any]:
+def stored_assistant(output: list[dict[str, Any]], thinking_blocks: Any = None) -> dict[str, Any]:
     """This turn's canonical assistant message as kept for ``previous_response_id``, from the
-    response's ``output`` items: the text of its message items and one tool call per
-    ``function_call`` / ``custom_tool_call`` item, with the call id the client saw."""
+    response's ``output`` items: the text of its message items, the reasoning text of its reasoning
+    items, one tool call per ``function_call`` / ``custom_tool_call`` item (with the call id the
+    client saw) and the turn's replayable ``thinking_blocks`` (whatever ``include`` asked: the stored
+    conversation is the gateway's own)."""
     text = "".join(i["content"][0]["text"] for i in output if i["type"] == "message")
+    reasoning = "".join(i["content"][0]["text"] for i in output if i["type"] == "reasoning")
     calls = [
         {
             "id": i["call_id"],
@@ -225,6 +248,10 @@ def stored_assistant(output: list[dict[str, Any]]) -> dict[str, Any]:
     msg: dict[str, Any] = {"role": "assistant", "content": text or (None if calls else "")}
     if calls:
         msg["tool_calls"] = calls
+    if reasoning:
+        msg["reasoning_content"] = reasoning
+    if thinking_blocks:
+        msg["thinking_blocks"] = list(thinking_blocks)
     return msg
 
 
@@ -256,6 +283,9 @@ class ResponsesStreamEncoder:
         self.custom = custom_tool_names(body)
         self.custom_args: dict[str, str] = {}  # item id → the arguments ``{"input": ...}`` so far
         self.finish: str | None = None
+        self.encrypted = wants_encrypted(body)
+        self.blocks: list[dict[str, Any]] = []  # the turn's replayable thinking blocks
+        self.item_blocks: list[dict[str, Any]] = []  # … of the open reasoning item
 
     def _ev(self, kind: str, **fields: Any) -> bytes:
         data = {"type": kind, **fields, "sequence_number": self.seq}
@@ -303,6 +333,9 @@ class ResponsesStreamEncoder:
             )
         elif item["type"] == "reasoning":
             text = item["content"][0]["text"]
+            sealed = encrypted_content(self.item_blocks) if self.encrypted else None
+            if sealed is not None:
+                item["encrypted_content"] = sealed
             out += self._ev(
                 "response.reasoning_text.done",
                 item_id=item["id"],
@@ -372,20 +405,29 @@ class ResponsesStreamEncoder:
                 out += self._choice(c)
         return out
 
+    def _open_reasoning(self) -> bytes:
+        if self.open is not None and self.open["type"] == "reasoning":
+            return b""
+        out = self._open(
+            {
+                "id": new_id("rs_"),
+                "type": "reasoning",
+                "summary": [],
+                "content": [{"type": "reasoning_text", "text": ""}],
+            }
+        )
+        self.item_blocks = []
+        return out
+
     def _choice(self, c: dict[str, Any]) -> bytes:
         out = b""
         d = c.get("delta") or {}
         reasoning = reasoning_text(d)
+        if reasoning or d.get("thinking_blocks"):
+            out += self._open_reasoning()
+            merge_thinking_delta(self.item_blocks, d)
+            merge_thinking_delta(self.blocks, d)
         if reasoning:
-            if self.open is None or self.open["type"] != "reasoning":
-                out += self._open(
-                    {
-                        "id": new_id("rs_"),
-                        "type": "reasoning",
-                        "summary": [],
-                        "content": [{"type": "reasoning_text", "text": ""}],
-                    }
-                )
             assert self.open is not None
             self.open["content"][0]["text"] += reasoning
             out += self._ev(
@@ -444,7 +486,7 @@ class ResponsesStreamEncoder:
         u = usage or Usage()
         final["usage"] = responses_usage(u.prompt_tokens, u.completion_tokens, u.cached_tokens)
         if self.on_done is not None:
-            self.on_done(stored_assistant(self.output))
+            self.on_done(stored_assistant(self.output, self.blocks))
         kind = "response.completed" if final["status"] == "completed" else "response.incomplete"
         return out + self._ev(kind, response=final)
 

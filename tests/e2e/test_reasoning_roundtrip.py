@@ -1,0 +1,124 @@
+"""A coding agent's conversation with thinking and tools moving between Anthropic-, OpenAI- and
+Gemini-format upstreams, every upstream a strict fake that refuses what the real provider refuses
+(unknown message fields, long or ill-formed tool-call ids, thinking whose signature it did not issue,
+a tool turn without its signed thinking, a Gemini call without its thought signature).
+
+Every surface (Chat Completions, Messages on the Anthropic SDK, Responses through
+``previous_response_id`` and statelessly with ``encrypted_content``) × streaming and not × several
+orders of families, a model switch in the middle of a tool turn through combo failover included:
+every request is answered, and a turn that stays on Anthropic replays its signed thinking with
+thinking still on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from reasoning_agents import make_agent
+
+from omniroute.testing import FakeProviderThread
+from omniroute.testing.gateway import GatewayThread
+
+AGENT = "strict+reasoning+call-get_weather"
+MODEL = {"id": "m", "max_output_tokens": 4096, "context_window": 100000}
+KINDS = ("chat", "messages", "responses", "responses-stateless")
+ORDERS = (
+    ("a/m", "oa/m", "ge/m", "a/m"),
+    ("ge/m", "a/m", "ge/m", "oa/m"),
+    ("oa/m", "ge/m", "a/m", "oa/m"),
+)
+
+
+def _config(fakes: dict[str, FakeProviderThread], tmp: Path) -> dict[str, Any]:
+    """Providers ``a`` (Anthropic format, fake O), ``oa`` (OpenAI format, fake C), ``ge`` (Gemini
+    format, fake G) serving ``m``, and ``a2``/``ge2`` (fakes O and G, own connections) serving ``mf``,
+    the model a failover test makes fail; combos ``a-then-ge`` = a2/mf → ge/m and ``ge-then-a`` =
+    ge2/mf → a/m."""
+    providers = [
+        ("a", "anthropic", f"{fakes['o'].base_url}", "m"),
+        ("a2", "anthropic", f"{fakes['o'].base_url}", "mf"),
+        ("oa", "openai", f"{fakes['c'].base_url}/v1", "m"),
+        ("ge", "gemini", f"{fakes['g'].base_url}/v1beta", "m"),
+        ("ge2", "gemini", f"{fakes['g'].base_url}/v1beta", "mf"),
+    ]
+    return {
+        "database_url": f"sqlite:///{tmp}/omniroute.db",
+        "providers": [
+            {"id": pid, "format": fmt, "base_url": url, "models": [{**MODEL, "id": model}]}
+            for pid, fmt, url, model in providers
+        ],
+        "connections": [{"id": f"{p[0]}1", "provider": p[0], "api_key": f"sk-{p[0]}"} for p in providers],
+        "combos": [
+            {"name": "a-then-ge", "strategy": "priority", "targets": [{"model": "a2/mf"}, {"model": "ge/m"}]},
+            {"name": "ge-then-a", "strategy": "priority", "targets": [{"model": "ge2/mf"}, {"model": "a/m"}]},
+        ],
+        "resilience": {"timeouts": {"connect_s": 2, "ttft_s": 10, "idle_s": 10, "total_s": 30}},
+    }
+
+
+@pytest.fixture
+def strict_gateway(
+    make_gateway: Callable[..., GatewayThread], fakes: dict[str, FakeProviderThread], tmp_path: Path
+) -> Iterator[GatewayThread]:
+    """The gateway on :func:`_config`, every fake model a strict agent model (until the test ends)."""
+    for fake in fakes.values():
+        for model in ("m", "mf"):
+            fake.set_behaviour(model, AGENT)
+    yield make_gateway(replace=_config(fakes, tmp_path))
+    for fake in fakes.values():
+        for model in ("m", "mf"):
+            fake.set_behaviour(model, None)
+
+
+def _anthropic_thinking_replayed(fakes: dict[str, FakeProviderThread]) -> None:
+    """The last Anthropic request sent the turn's tool call after its signed thinking, thinking on."""
+    body = fakes["o"].requests[-1].body
+    assert body.get("thinking", {}).get("type") == "enabled", body
+    last = [m for m in body["messages"] if m["role"] == "assistant"][-1]
+    assert last["content"][0]["type"] == "thinking" and last["content"][0]["signature"], last
+
+
+@pytest.mark.parametrize("order", ORDERS, ids="-".join)
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+@pytest.mark.parametrize("kind", KINDS)
+def test_agent_conversation_moves_between_families_and_every_turn_is_accepted(
+    strict_gateway: GatewayThread,
+    fakes: dict[str, FakeProviderThread],
+    kind: str,
+    stream: bool,
+    order: tuple[str, ...],
+) -> None:
+    agent = make_agent(kind, strict_gateway)
+    for turn, model in enumerate(order):
+        ids = agent.call(model, stream, f"weather, turn {turn}?")
+        assert all(len(i) <= 40 or model == "ge/m" for i in ids)
+        answer = agent.answer(model, stream, ids)
+        assert "Tool result: sunny" in answer, answer
+        if model == "a/m":
+            _anthropic_thinking_replayed(fakes)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+@pytest.mark.parametrize("kind", KINDS)
+def test_tool_turn_fails_over_to_another_family_between_the_call_and_its_result(
+    strict_gateway: GatewayThread, fakes: dict[str, FakeProviderThread], kind: str, stream: bool
+) -> None:
+    """The family that made a tool call fails before the result comes back: the result goes to the
+    next family of the combo, which accepts the other family's call (Gemini with its documented
+    stand-in signature, Anthropic with thinking off for that request)."""
+    agent = make_agent(kind, strict_gateway)
+    ids = agent.call("a-then-ge", stream, "weather?")  # Anthropic makes the call …
+    fakes["o"].set_behaviour("mf", "fail-503")
+    assert "Tool result: sunny" in agent.answer("a-then-ge", stream, ids)  # … Gemini gets its result
+    assert fakes["g"].requests[-1].path.endswith((":generateContent", ":streamGenerateContent"))
+    ids = agent.call("ge-then-a", stream, "and tomorrow?")  # Gemini makes the call …
+    fakes["g"].set_behaviour("mf", "fail-503")
+    assert "Tool result: sunny" in agent.answer("ge-then-a", stream, ids)  # … Anthropic gets its result
+    sent = fakes["o"].requests[-1].body
+    assert "thinking" not in sent, sent["messages"]
+    ids = agent.call("a/m", stream, "and the day after?")  # a fresh turn on Anthropic thinks again
+    assert "Tool result: sunny" in agent.answer("a/m", stream, ids)
+    _anthropic_thinking_replayed(fakes)
