@@ -12,12 +12,14 @@ thinking still on.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
-from reasoning_agents import make_agent
+from reasoning_agents import TOOL_SCHEMA, make_agent
 
 from omniroute.testing import FakeProviderThread
 from omniroute.testing.gateway import GatewayThread
@@ -122,3 +124,49 @@ def test_tool_turn_fails_over_to_another_family_between_the_call_and_its_result(
     ids = agent.call("a/m", stream, "and the day after?")  # a fresh turn on Anthropic thinks again
     assert "Tool result: sunny" in agent.answer("a/m", stream, ids)
     _anthropic_thinking_replayed(fakes)
+
+
+GEMINI_ID = "call_0123456789abcdef01234567__thought__" + "QUJD" * 90
+ODD_ID = "functions.get_weather:0"
+
+
+@pytest.mark.parametrize("model", ["a/m", "oa/m"])
+def test_tool_call_ids_are_mapped_to_the_upstreams_rules_the_same_way_every_turn(
+    strict_gateway: GatewayThread, fakes: dict[str, FakeProviderThread], model: str
+) -> None:
+    """A Gemini id carrying its thought signature (380 characters) and an id with ``.`` and ``:``
+    reach an OpenAI-format upstream as ids of at most 40 characters and an Anthropic-format one as
+    ids matching ``^[a-zA-Z0-9_-]+$`` (the strict fakes refuse anything else), without the signature; a call and its result keep one id, and
+    the same id maps the same way on the next request."""
+    calls = [
+        {"id": cid, "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}
+        for cid in (GEMINI_ID, ODD_ID)
+    ]
+    body = {
+        "model": model,
+        "max_tokens": 100,
+        "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": TOOL_SCHEMA}}],
+        "messages": [
+            {"role": "user", "content": "weather?"},
+            {"role": "assistant", "content": None, "tool_calls": calls},
+            *({"role": "tool", "tool_call_id": c["id"], "content": "sunny"} for c in calls),
+        ],
+    }
+    fake = fakes["o" if model == "a/m" else "c"]
+    sent: list[list[str]] = []
+    for _ in range(2):
+        r = httpx.post(f"{strict_gateway.url}/v1/chat/completions", json=body, timeout=30)
+        assert r.status_code == 200, r.text
+        msgs = fake.requests[-1].body["messages"]
+        if model == "a/m":
+            call_ids = [b["id"] for b in msgs[1]["content"] if b["type"] == "tool_use"]
+            result_ids = [b["tool_use_id"] for b in msgs[2]["content"]]
+        else:
+            call_ids = [c["id"] for c in msgs[1]["tool_calls"]]
+            result_ids = [m["tool_call_id"] for m in msgs[2:4]]
+        assert call_ids == result_ids
+        rule = r"[A-Za-z0-9_-]{1,64}" if model == "a/m" else r".{1,40}"
+        assert all("__thought__" not in i and re.fullmatch(rule, i) for i in call_ids), call_ids
+        sent.append(call_ids)
+    assert sent[0] == sent[1]
+    assert sent[0][0] == "call_0123456789abcdef01234567"  # the id without its signature
