@@ -5,14 +5,20 @@ request is answered."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import anthropic
 import httpx
 import orjson
+import pytest
 
+from omniroute.testing import FakeProviderThread
 from omniroute.testing.gateway import GatewayThread
 
+AGENT = "strict+reasoning+call-get_weather"
+MODEL = {"id": "m", "max_output_tokens": 4096, "context_window": 100000}
 TOOL_SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}}
 EFFORT = "low"
 MAX_TOKENS = 4000
@@ -195,3 +201,44 @@ def make_agent(kind: str, gw: GatewayThread) -> Agent:
     if kind == "messages":
         return MessagesAgent(gw)
     return ResponsesAgent(gw, stateless=kind == "responses-stateless")
+
+
+def family_config(fakes: dict[str, FakeProviderThread], tmp: Path) -> dict[str, Any]:
+    """Providers ``a`` (Anthropic format, fake O), ``oa`` (OpenAI format, fake C), ``ge`` (Gemini
+    format, fake G) serving ``m``, and ``a2``/``ge2`` (fakes O and G, own connections) serving ``mf``,
+    the model a failover test makes fail; combos ``a-then-ge`` = a2/mf → ge/m and ``ge-then-a`` =
+    ge2/mf → a/m."""
+    providers = [
+        ("a", "anthropic", f"{fakes['o'].base_url}", "m"),
+        ("a2", "anthropic", f"{fakes['o'].base_url}", "mf"),
+        ("oa", "openai", f"{fakes['c'].base_url}/v1", "m"),
+        ("ge", "gemini", f"{fakes['g'].base_url}/v1beta", "m"),
+        ("ge2", "gemini", f"{fakes['g'].base_url}/v1beta", "mf"),
+    ]
+    return {
+        "database_url": f"sqlite:///{tmp}/omniroute.db",
+        "providers": [
+            {"id": pid, "format": fmt, "base_url": url, "models": [{**MODEL, "id": model}]}
+            for pid, fmt, url, model in providers
+        ],
+        "connections": [{"id": f"{p[0]}1", "provider": p[0], "api_key": f"sk-{p[0]}"} for p in providers],
+        "combos": [
+            {"name": "a-then-ge", "strategy": "priority", "targets": [{"model": "a2/mf"}, {"model": "ge/m"}]},
+            {"name": "ge-then-a", "strategy": "priority", "targets": [{"model": "ge2/mf"}, {"model": "a/m"}]},
+        ],
+        "resilience": {"timeouts": {"connect_s": 2, "ttft_s": 10, "idle_s": 10, "total_s": 30}},
+    }
+
+
+@pytest.fixture
+def strict_gateway(
+    make_gateway: Callable[..., GatewayThread], fakes: dict[str, FakeProviderThread], tmp_path: Path
+) -> Iterator[GatewayThread]:
+    """The gateway on :func:`family_config`, every fake model a strict agent model (until the test ends)."""
+    for fake in fakes.values():
+        for model in ("m", "mf"):
+            fake.set_behaviour(model, AGENT)
+    yield make_gateway(replace=family_config(fakes, tmp_path))
+    for fake in fakes.values():
+        for model in ("m", "mf"):
+            fake.set_behaviour(model, None)

@@ -13,66 +13,22 @@ thinking still on.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
-from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
-from reasoning_agents import TOOL_SCHEMA, make_agent
+from reasoning_agents import TOOL_SCHEMA, make_agent, strict_gateway
 
 from omniroute.testing import FakeProviderThread
 from omniroute.testing.gateway import GatewayThread
 
-AGENT = "strict+reasoning+call-get_weather"
-MODEL = {"id": "m", "max_output_tokens": 4096, "context_window": 100000}
+__all__ = ["strict_gateway"]  # the fixture
+
 KINDS = ("chat", "messages", "responses", "responses-stateless")
 ORDERS = (
     ("a/m", "oa/m", "ge/m", "a/m"),
     ("ge/m", "a/m", "ge/m", "oa/m"),
     ("oa/m", "ge/m", "a/m", "oa/m"),
 )
-
-
-def _config(fakes: dict[str, FakeProviderThread], tmp: Path) -> dict[str, Any]:
-    """Providers ``a`` (Anthropic format, fake O), ``oa`` (OpenAI format, fake C), ``ge`` (Gemini
-    format, fake G) serving ``m``, and ``a2``/``ge2`` (fakes O and G, own connections) serving ``mf``,
-    the model a failover test makes fail; combos ``a-then-ge`` = a2/mf → ge/m and ``ge-then-a`` =
-    ge2/mf → a/m."""
-    providers = [
-        ("a", "anthropic", f"{fakes['o'].base_url}", "m"),
-        ("a2", "anthropic", f"{fakes['o'].base_url}", "mf"),
-        ("oa", "openai", f"{fakes['c'].base_url}/v1", "m"),
-        ("ge", "gemini", f"{fakes['g'].base_url}/v1beta", "m"),
-        ("ge2", "gemini", f"{fakes['g'].base_url}/v1beta", "mf"),
-    ]
-    return {
-        "database_url": f"sqlite:///{tmp}/omniroute.db",
-        "providers": [
-            {"id": pid, "format": fmt, "base_url": url, "models": [{**MODEL, "id": model}]}
-            for pid, fmt, url, model in providers
-        ],
-        "connections": [{"id": f"{p[0]}1", "provider": p[0], "api_key": f"sk-{p[0]}"} for p in providers],
-        "combos": [
-            {"name": "a-then-ge", "strategy": "priority", "targets": [{"model": "a2/mf"}, {"model": "ge/m"}]},
-            {"name": "ge-then-a", "strategy": "priority", "targets": [{"model": "ge2/mf"}, {"model": "a/m"}]},
-        ],
-        "resilience": {"timeouts": {"connect_s": 2, "ttft_s": 10, "idle_s": 10, "total_s": 30}},
-    }
-
-
-@pytest.fixture
-def strict_gateway(
-    make_gateway: Callable[..., GatewayThread], fakes: dict[str, FakeProviderThread], tmp_path: Path
-) -> Iterator[GatewayThread]:
-    """The gateway on :func:`_config`, every fake model a strict agent model (until the test ends)."""
-    for fake in fakes.values():
-        for model in ("m", "mf"):
-            fake.set_behaviour(model, AGENT)
-    yield make_gateway(replace=_config(fakes, tmp_path))
-    for fake in fakes.values():
-        for model in ("m", "mf"):
-            fake.set_behaviour(model, None)
 
 
 def _anthropic_thinking_replayed(fakes: dict[str, FakeProviderThread]) -> None:
@@ -136,8 +92,8 @@ def test_tool_call_ids_are_mapped_to_the_upstreams_rules_the_same_way_every_turn
 ) -> None:
     """A Gemini id carrying its thought signature (380 characters) and an id with ``.`` and ``:``
     reach an OpenAI-format upstream as ids of at most 40 characters and an Anthropic-format one as
-    ids matching ``^[a-zA-Z0-9_-]+$`` (the strict fakes refuse anything else), without the signature; a call and its result keep one id, and
-    the same id maps the same way on the next request."""
+    ids matching ``^[a-zA-Z0-9_-]+$`` (the strict fakes refuse anything else), without the
+    signature; a call and its result keep one id, and the same id maps the same way next time."""
     calls = [
         {"id": cid, "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}
         for cid in (GEMINI_ID, ODD_ID)

@@ -28,6 +28,7 @@ from omniroute.providers.upstream import UpstreamRequest
 from omniroute.resilience.classify import classify_http, error_from_payload
 from omniroute.values import Candidate, ChatRequest, Usage
 from omniroute.wire._common import (
+    CACHE_CONTROL,
     DEFAULT_MAX_TOKENS,
     EFFORT_BUDGETS,
     NATIVE,
@@ -42,6 +43,7 @@ from omniroute.wire._common import (
     parse_data_url,
     sse_frame,
     usage_dict,
+    with_cache_marker,
 )
 from omniroute.wire.anthropic.blocks import assistant_message, tool_use_block
 from omniroute.wire.anthropic.replay import native_for_upstream, unsigned_tool_turn
@@ -82,10 +84,7 @@ def messages_url(base_url: str) -> str:
 
 
 def _text_block(part: Mapping[str, Any], text: str) -> dict[str, Any]:
-    block: dict[str, Any] = {"type": "text", "text": text}
-    if part.get("cache_control"):
-        block["cache_control"] = part["cache_control"]
-    return block
+    return with_cache_marker({"type": "text", "text": text}, part)
 
 
 def _image_block(url: str) -> dict[str, Any]:
@@ -110,14 +109,16 @@ def _content_blocks(content: Any) -> list[dict[str, Any]]:
             img = part.get("image_url")
             url = img.get("url") if isinstance(img, dict) else img
             if isinstance(url, str) and url:
-                blocks.append(_image_block(url))
+                blocks.append(with_cache_marker(_image_block(url), part))
         elif kind == "file":
             f = part.get("file") or {}
             data = parse_data_url(str(f.get("file_data") or ""))
             if data is not None:
-                blocks.append(
-                    {"type": "document", "source": {"type": "base64", "media_type": data[0], "data": data[1]}}
-                )
+                doc = {
+                    "type": "document",
+                    "source": {"type": "base64", "media_type": data[0], "data": data[1]},
+                }
+                blocks.append(with_cache_marker(doc, part))
     return blocks
 
 
@@ -137,7 +138,7 @@ def _tool_result(msg: Mapping[str, Any]) -> dict[str, Any]:
     content = msg.get("content")
     result: Any = content if isinstance(content, str) else _content_blocks(content)
     tool_use_id = upstream_tool_id(str(msg.get("tool_call_id") or ""), ANTHROPIC)
-    return {"type": "tool_result", "tool_use_id": tool_use_id, "content": result}
+    return with_cache_marker({"type": "tool_result", "tool_use_id": tool_use_id, "content": result}, msg)
 
 
 def _append(out: list[dict[str, Any]], role: str, blocks: list[dict[str, Any]]) -> None:
@@ -193,7 +194,7 @@ def _tools(tools: Any) -> list[dict[str, Any]]:
         }
         if fn.get("description"):
             tool["description"] = fn["description"]
-        out.append(tool)
+        out.append(with_cache_marker(tool, fn if CACHE_CONTROL in fn else t))
     return out
 
 

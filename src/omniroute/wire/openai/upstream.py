@@ -17,7 +17,7 @@ from omniroute.errors import MalformedEvent, StreamBroken, UpstreamError
 from omniroute.providers.upstream import UpstreamRequest
 from omniroute.resilience.classify import classify_http, error_from_payload
 from omniroute.values import Candidate, ChatRequest
-from omniroute.wire._common import auth_headers, base_url_for, clamp_output_tokens
+from omniroute.wire._common import auth_headers, base_url_for, clamp_output_tokens, without_cache_markers
 from omniroute.wire.reasoning import OPENAI
 from omniroute.wire.tool_ids import upstream_tool_id
 
@@ -106,7 +106,7 @@ class OpenAIAdapter:
     """Adapter for the OpenAI Chat Completions wire format (``POST {base_url}/chat/completions``)."""
 
     def build_request(self, cand: Candidate, req: ChatRequest, *, stream: bool) -> UpstreamRequest:
-        body = dict(req.body)
+        body = dict(req.body) if req.client_format == "openai" else without_cache_markers(dict(req.body))
         body["model"] = cand.model.id
         messages = body.get("messages")
         if isinstance(messages, list):

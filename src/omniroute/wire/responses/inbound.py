@@ -22,7 +22,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from omniroute.errors import InvalidRequest
-from omniroute.wire._common import REASONING_EFFORTS, check_metadata, collapse_text, is_int, is_number
+from omniroute.wire._common import (
+    CACHE_CONTROL,
+    REASONING_EFFORTS,
+    check_metadata,
+    collapse_text,
+    is_int,
+    is_number,
+    with_cache_marker,
+)
 from omniroute.wire.base import Call, Inbound, ResponseStore
 from omniroute.wire.reasoning import blocks_from_encrypted
 from omniroute.wire.responses.outbound import ResponsesSurface, declared_tools
@@ -46,7 +54,7 @@ def _text_parts(content: Any, where: str) -> list[dict[str, Any]]:
     for j, p in enumerate(content):
         kind = p.get("type") if isinstance(p, dict) else None
         if kind in ("input_text", "output_text", "text", "summary_text", "reasoning_text"):
-            parts.append({"type": "text", "text": str(p.get("text") or "")})
+            parts.append(with_cache_marker({"type": "text", "text": str(p.get("text") or "")}, p))
         elif kind == "refusal":
             parts.append({"type": "text", "text": str(p.get("refusal") or "")})
         elif kind == "input_image":
@@ -60,19 +68,15 @@ def _text_parts(content: Any, where: str) -> list[dict[str, Any]]:
             image: dict[str, Any] = {"url": url}
             if p.get("detail") in ("low", "high", "auto"):
                 image["detail"] = p["detail"]
-            parts.append({"type": "image_url", "image_url": image})
+            parts.append(with_cache_marker({"type": "image_url", "image_url": image}, p))
         elif kind == "input_file":
             if not isinstance(p.get("file_data"), str):
                 raise _bad(
                     f"{where}.content[{j}].file_data",
                     f"'{where}.content[{j}].file_data' is required (file ids are not supported).",
                 )
-            parts.append(
-                {
-                    "type": "file",
-                    "file": {"filename": p.get("filename") or "file", "file_data": p["file_data"]},
-                }
-            )
+            file = {"filename": p.get("filename") or "file", "file_data": p["file_data"]}
+            parts.append(with_cache_marker({"type": "file", "file": file}, p))
         else:
             raise _bad(
                 f"{where}.content[{j}].type",
@@ -146,7 +150,7 @@ def _input_item(out: list[dict[str, Any]], item: Any, i: int) -> None:
                 f"'{where}.role' must be one of {', '.join(sorted(ROLES))}; got {role!r}.",
             )
         parts = _text_parts(item.get("content"), where)
-        if role == "assistant":
+        if role == "assistant" and not any(CACHE_CONTROL in p for p in parts):
             out.append({"role": "assistant", "content": "".join(str(p.get("text") or "") for p in parts)})
         else:
             out.append({"role": role, "content": collapse_text(parts)})
@@ -234,7 +238,7 @@ def _tools(body: Mapping[str, Any]) -> list[dict[str, Any]]:
             )
         seen.add(t["name"])
         if t["type"] == "custom":
-            out.append({"type": "function", "function": _custom_function(t)})
+            out.append(with_cache_marker({"type": "function", "function": _custom_function(t)}, t))
             continue
         fn: dict[str, Any] = {
             "name": t["name"],
@@ -244,7 +248,7 @@ def _tools(body: Mapping[str, Any]) -> list[dict[str, Any]]:
             fn["description"] = t["description"]
         if isinstance(t.get("strict"), bool):
             fn["strict"] = t["strict"]
-        out.append({"type": "function", "function": fn})
+        out.append(with_cache_marker({"type": "function", "function": fn}, t))
     return out
 
 
