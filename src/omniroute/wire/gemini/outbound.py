@@ -214,7 +214,7 @@ class GeminiStreamEncoder:
         return self._event(
             parts,
             finish_reason(self.finish),
-            usage_metadata(u.prompt_tokens, u.completion_tokens, u.cached_tokens),
+            usage_metadata(u.prompt_tokens, u.completion_tokens, u.cached_tokens, u.reasoning_tokens),
         )
 
     def error(self, err: GatewayError) -> bytes:

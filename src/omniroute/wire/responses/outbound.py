@@ -28,7 +28,7 @@ from typing import Any
 
 from omniroute.errors import GatewayError, InvalidRequest
 from omniroute.values import ChatRequest, Usage
-from omniroute.wire._common import SSE_COMMENT, new_id, reasoning_text, sse, text_of, usage_numbers
+from omniroute.wire._common import SSE_COMMENT, new_id, reasoning_text, sse, text_of
 from omniroute.wire.base import ResponseStore
 from omniroute.wire.openai.outbound import openai_error
 from omniroute.wire.reasoning import encrypted_content, merge_thinking_delta
@@ -87,14 +87,20 @@ def custom_input(arguments: str) -> str:
     return arguments
 
 
-def responses_usage(prompt: int, completion: int, cached: int, reasoning: int = 0) -> dict[str, Any]:
-    """Token counts → a Responses ``usage`` object."""
+def responses_usage(u: Usage) -> dict[str, Any]:
+    """Canonical usage → a Responses ``usage`` object: ``input_tokens`` includes cache reads
+    (``input_tokens_details.cached_tokens``) and writes (``cache_write_tokens``, of which
+    ``cache_write_1h_tokens`` for one hour, as OpenRouter reports them), ``output_tokens`` includes
+    ``output_tokens_details.reasoning_tokens``."""
+    details: dict[str, int] = {"cached_tokens": u.cached_tokens, "cache_write_tokens": u.cache_write_tokens}
+    if u.cache_write_1h_tokens:
+        details["cache_write_1h_tokens"] = u.cache_write_1h_tokens
     return {
-        "input_tokens": prompt,
-        "input_tokens_details": {"cached_tokens": cached, "cache_write_tokens": 0},
-        "output_tokens": completion,
-        "output_tokens_details": {"reasoning_tokens": reasoning},
-        "total_tokens": prompt + completion,
+        "input_tokens": u.prompt_tokens,
+        "input_tokens_details": details,
+        "output_tokens": u.completion_tokens,
+        "output_tokens_details": {"reasoning_tokens": u.reasoning_tokens},
+        "total_tokens": u.total_tokens,
     }
 
 
@@ -219,9 +225,7 @@ def render_response(
         call_id = tc.get("id") or new_id("call_")
         out["output"].append(_call_item(call_id, name, fn.get("arguments") or "", custom=name in custom))
     _finish_status(out, choice.get("finish_reason"))
-    prompt, completion, cached = usage_numbers(resp.get("usage"))
-    details = (resp.get("usage") or {}).get("completion_tokens_details") or {}
-    out["usage"] = responses_usage(prompt, completion, cached, int(details.get("reasoning_tokens") or 0))
+    out["usage"] = responses_usage(Usage.from_openai(resp.get("usage")) or Usage())
     return out, stored_assistant(out["output"], blocks)
 
 
@@ -483,8 +487,7 @@ class ResponsesStreamEncoder:
         final = self._snapshot()
         final["output"] = self.output
         _finish_status(final, self.finish)
-        u = usage or Usage()
-        final["usage"] = responses_usage(u.prompt_tokens, u.completion_tokens, u.cached_tokens)
+        final["usage"] = responses_usage(usage or Usage())
         if self.on_done is not None:
             self.on_done(stored_assistant(self.output, self.blocks))
         kind = "response.completed" if final["status"] == "completed" else "response.incomplete"
