@@ -9,8 +9,8 @@ Routes (``{base_url}`` is ``http://127.0.0.1:PORT``):
 | format | routes |
 |---|---|
 | OpenAI | ``POST /v1/chat/completions``, ``POST /v1/embeddings``, ``GET /v1/models`` |
-| Anthropic | ``POST /v1/messages``; ``GET /v1/models`` in Anthropic's shape when sent ``anthropic-version`` |
-| Gemini | ``POST /v1beta/models/{model}:generateContent``, ``…:streamGenerateContent?alt=sse`` (also under ``/v1/models/``) |
+| Anthropic | ``POST /v1/messages``, ``…/count_tokens`` (``faults.count_tokens_of``); ``GET /v1/models`` in Anthropic's shape when sent ``anthropic-version`` |
+| Gemini | ``POST /v1beta/models/{model}:generateContent``, ``…:streamGenerateContent?alt=sse``, ``…:countTokens`` (like ``count_tokens``; also under ``/v1/models/``) |
 
 Streaming is chosen by ``"stream": true`` (OpenAI, Anthropic) or the ``:streamGenerateContent`` path
 (Gemini; always SSE). Every streamed event is written and flushed on its own.
@@ -106,6 +106,7 @@ from aiohttp import web
 
 from omniroute.testing._anthropic import AnthropicRenderer
 from omniroute.testing._gemini import GeminiRenderer
+from omniroute.testing._io import _frame, _padding, _sent_key, _sleep_with_heartbeats
 from omniroute.testing._openai import OpenAIRenderer
 from omniroute.testing.faults import (
     DEFAULT_TOOL_NAME,
@@ -115,6 +116,7 @@ from omniroute.testing.faults import (
     Prompt,
     Reply,
     ToolCall,
+    count_tokens_of,
     count_words,
     parse_behaviour,
     stream_script,
@@ -312,7 +314,10 @@ class FakeProvider:
                 web.post("/v1/embeddings", self._openai_embeddings),
             ]
         if "anthropic" in self.formats:
-            routes.append(web.post("/v1/messages", self._anthropic_messages))
+            routes += [
+                web.post("/v1/messages", self._anthropic_messages),
+                web.post("/v1/messages/count_tokens", self._count),
+            ]
         if "gemini" in self.formats:
             # Gemini serves both API versions; the google-genai SDK defaults to /v1.
             routes += [
@@ -328,17 +333,21 @@ class FakeProvider:
         return await self._serve(request, "openai", self._openai)
 
     async def _openai_embeddings(self, request: web.Request) -> web.StreamResponse:
-        return await self._serve(request, "openai", self._openai, embeddings=True)
+        return await self._serve(request, "openai", self._openai, kind="embeddings")
 
     async def _anthropic_messages(self, request: web.Request) -> web.StreamResponse:
         return await self._serve(request, "anthropic", self._anthropic)
 
+    async def _count(self, request: web.Request) -> web.StreamResponse:
+        return await self._serve(request, "anthropic", self._anthropic, kind="count")
+
     async def _gemini_generate(self, request: web.Request) -> web.StreamResponse:
         model, _, method = request.match_info["tail"].rpartition(":")
-        if method not in ("generateContent", "streamGenerateContent") or not model:
+        if method not in ("generateContent", "streamGenerateContent", "countTokens") or not model:
             return web.json_response(self._gemini.error_body(404, f"unknown method {method!r}"), status=404)
+        kind = "count" if method == "countTokens" else "chat"
         return await self._serve(
-            request, "gemini", self._gemini, model=model, stream=method == "streamGenerateContent"
+            request, "gemini", self._gemini, model=model, stream="stream" in method, kind=kind
         )
 
     async def _list_models(self, request: web.Request) -> web.StreamResponse:
@@ -389,7 +398,7 @@ class FakeProvider:
         *,
         model: str | None = None,
         stream: bool = False,
-        embeddings: bool = False,
+        kind: str = "chat",
     ) -> web.StreamResponse:
         received = time.monotonic()
         task = asyncio.current_task()
@@ -409,7 +418,7 @@ class FakeProvider:
                 return self._error(renderer, 400, "request body must be a JSON object")
             if model is None:
                 return self._error(renderer, 400, "model: field required")
-            return await self._respond(request, live, fmt, renderer, body, model, stream, embeddings)
+            return await self._respond(request, live, fmt, renderer, body, model, stream, kind)
         except asyncio.CancelledError:
             if not live.cut and not self._stopping:
                 self._note_cancel()
@@ -432,12 +441,13 @@ class FakeProvider:
         body: dict[str, Any],
         model: str,
         stream: bool,
-        embeddings: bool,
+        kind: str,
     ) -> web.StreamResponse:
         behaviour = self.behaviour_for(model)
         if behaviour.echo_key:
             message = behaviour.message or "Incorrect API key provided"
             behaviour = replace(behaviour, message=f"{message}: {_sent_key(request)}")
+        embeddings, body = kind == "embeddings", body.get("generateContentRequest") or body
         prompt = self._embedding_prompt(body, model) if embeddings else renderer.read(body, model, stream)
         delay_ms = behaviour.latency_ms + (0 if prompt.stream else behaviour.slow_ttft_ms)
         if delay_ms:
@@ -454,6 +464,9 @@ class FakeProvider:
             return web.json_response(payload, status=400, headers=self._headers(), dumps=_dumps)
         if behaviour.strict and not embeddings and (refused := violation(fmt, body)) is not None:
             return self._error(renderer, 400, refused)
+        if kind == "count":
+            key = "input_tokens" if fmt == "anthropic" else "totalTokens"
+            return web.json_response({key: count_tokens_of(body)}, headers=self._headers(), dumps=_dumps)
         if embeddings:
             return await self._complete(request, live, self._openai.embeddings(body, model), behaviour)
         reply = self._reply(prompt, behaviour)
@@ -735,52 +748,6 @@ class FakeProviderThread:
             return call()
 
         return asyncio.run_coroutine_threadsafe(run(), loop).result(THREAD_TIMEOUT_S)
-
-
-async def _sleep_with_heartbeats(resp: web.StreamResponse, ms: int, heartbeat_ms: int) -> None:
-    """Sleep ``ms``; with ``heartbeat_ms`` write an SSE comment every ``heartbeat_ms`` meanwhile (what
-    llama.cpp, vLLM and proxies send while a slow model prepares its first token)."""
-    if not heartbeat_ms:
-        await asyncio.sleep(ms / 1000)
-        return
-    left = ms
-    while left > 0:
-        step = min(heartbeat_ms, left)
-        await asyncio.sleep(step / 1000)
-        left -= step
-        if left > 0:
-            await resp.write(b": keep-alive\n\n")
-
-
-def _frame(event: Event, stamp: bool) -> bytes:
-    if isinstance(event.data, str):
-        payload = event.data.encode()
-    else:
-        data = dict(event.data)
-        if stamp:
-            data["x_stamp_ns"] = time.time_ns()
-        payload = orjson.dumps(data)
-    head = f"event: {event.name}\n".encode() if event.name else b""
-    return head + b"data: " + payload + b"\n\n"
-
-
-def _padding(size: int, piece: int = 64 * 1024) -> list[bytes]:
-    """``size`` bytes of ``a`` in pieces of at most ``piece`` bytes (one shared buffer)."""
-    full, rest = divmod(size, piece)
-    block = b"a" * piece
-    return [block] * full + ([block[:rest]] if rest else [])
-
-
-def _sent_key(request: web.Request) -> str:
-    """The API key a request carried, in any of the three formats' places ("" when none)."""
-    bearer = request.headers.get("Authorization", "")
-    if bearer.lower().startswith("bearer "):
-        return bearer[7:].strip()
-    return (
-        request.headers.get("x-api-key")
-        or request.headers.get("x-goog-api-key")
-        or request.query.get("key", "")
-    )
 
 
 def _dumps(value: Any) -> str:

@@ -463,16 +463,35 @@ def _validate_canonical(canonical: dict[str, Any]) -> None:
         raise InvalidRequest(err.message.replace(f"'{err.param}'", f"'{name}'"), param=name) from None
 
 
+def _count_tokens(body: dict[str, Any], model: str) -> TokenCount:
+    """``countTokens``: the local estimate, and the request as a chat for a better count (none when
+    the body does not read as one: the estimate is answered then)."""
+    inner = body.get("generateContentRequest")
+    inner = inner if isinstance(inner, dict) else body
+    try:
+        canonical: dict[str, Any] | None = to_canonical(inner, model, stream=False)
+    except InvalidRequest:
+        canonical = None
+    return TokenCount(
+        model,
+        {"totalTokens": estimate_tokens(body)},
+        canonical=canonical,
+        native=inner,
+        count_key="totalTokens",
+    )
+
+
 async def read_model_method(body: dict[str, Any], call: Call) -> Inbound | TokenCount:
-    """One request on a :data:`PATH` route: ``countTokens`` → ``{"totalTokens": N}`` from the local
-    estimate; ``generateContent`` / ``streamGenerateContent`` → the canonical request (validated like
-    an OpenAI one), the client's body kept for Gemini upstreams (same-format pass-through)."""
+    """One request on a :data:`PATH` route: ``countTokens`` → ``{"totalTokens": N}`` (the upstream's
+    count, a tokenizer's or the local estimate: :mod:`omniroute.wire.count_tokens`);
+    ``generateContent`` / ``streamGenerateContent`` → the canonical request (validated like an OpenAI
+    one), the client's body kept for Gemini upstreams (same-format pass-through)."""
     m = PATH.match(call.path)
     model, method = (m.group(1), m.group(2)) if m else ("", "")
     if not model:
         raise InvalidRequest("The model is missing from the URL.", param="model")
     if method == "countTokens":
-        return TokenCount(call.headers.get("x-route-model") or model, {"totalTokens": estimate_tokens(body)})
+        return _count_tokens(body, call.headers.get("x-route-model") or model)
     canonical = to_canonical(body, model, stream=method == "streamGenerateContent")
     _validate_canonical(canonical)
     return Inbound(canonical, SURFACE, native=body)
