@@ -191,15 +191,69 @@ class ResponsesAgent:
         return "".join(p["text"] for i in resp["output"] if i["type"] == "message" for p in i["content"])
 
 
-Agent = ChatAgent | MessagesAgent | ResponsesAgent
+class GeminiAgent:
+    """A Gemini ``generateContent`` agent (as Gemini CLI is): thinking on, replaying the model turns
+    it got with their parts unchanged (call signatures included); streamed turns are their events'
+    parts, text and thoughts joined."""
+
+    def __init__(self, gw: GatewayThread) -> None:
+        self.gw = gw
+        self.contents: list[dict[str, Any]] = []
+
+    def _ask(self, model: str, stream: bool) -> list[dict[str, Any]]:
+        body = {
+            "contents": self.contents,
+            "tools": [{"functionDeclarations": [{"name": "get_weather", "parameters": TOOL_SCHEMA}]}],
+            "generationConfig": {
+                "maxOutputTokens": MAX_TOKENS,
+                "thinkingConfig": {"thinkingBudget": 2048, "includeThoughts": True},
+            },
+        }
+        action = "streamGenerateContent?alt=sse" if stream else "generateContent"
+        r = httpx.post(f"{self.gw.url}/v1beta/models/{model}:{action}", json=body, timeout=30)
+        assert r.status_code == 200, r.text
+        events = sse_data(r.text) if stream else [r.json()]
+        assert all("error" not in e for e in events), events
+        parts: list[dict[str, Any]] = []
+        for e in events:
+            for p in (e.get("candidates") or [{}])[0].get("content", {}).get("parts", []):
+                last = parts[-1] if parts else None
+                joinable = last is not None and "text" in p and "text" in last
+                if joinable and bool(last.get("thought")) == bool(p.get("thought")) and len(p) == len(last):
+                    last["text"] += p["text"]
+                else:
+                    parts.append(dict(p))
+        self.contents.append({"role": "model", "parts": parts})
+        return parts
+
+    def call(self, model: str, stream: bool, question: str) -> list[str]:
+        self.contents.append({"role": "user", "parts": [{"text": question}]})
+        calls = [p["functionCall"] for p in self._ask(model, stream) if "functionCall" in p]
+        assert calls, self.contents[-1]
+        return [str(c.get("id") or c["name"]) for c in calls]
+
+    def answer(self, model: str, stream: bool, ids: list[str]) -> str:
+        calls = [p["functionCall"] for p in self.contents[-1]["parts"] if "functionCall" in p]
+        responses = [
+            {"functionResponse": {"id": c.get("id"), "name": c["name"], "response": {"output": "sunny"}}}
+            for c in calls
+        ]
+        self.contents.append({"role": "user", "parts": responses})
+        return "".join(p.get("text", "") for p in self._ask(model, stream) if not p.get("thought"))
+
+
+Agent = ChatAgent | MessagesAgent | ResponsesAgent | GeminiAgent
 
 
 def make_agent(kind: str, gw: GatewayThread) -> Agent:
-    """``chat`` | ``messages`` | ``responses`` (``previous_response_id``) | ``responses-stateless``."""
+    """``chat`` | ``messages`` | ``responses`` (``previous_response_id``) | ``responses-stateless`` |
+    ``gemini``."""
     if kind == "chat":
         return ChatAgent(gw)
     if kind == "messages":
         return MessagesAgent(gw)
+    if kind == "gemini":
+        return GeminiAgent(gw)
     return ResponsesAgent(gw, stateless=kind == "responses-stateless")
 
 

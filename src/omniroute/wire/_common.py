@@ -305,10 +305,14 @@ survive a round trip through any client format)."""
 
 def call_id(signature: str | None = None) -> str:
     """A fresh tool-call id, carrying ``signature`` (base64) URL-safe after :data:`SIG_SEP`."""
-    cid = new_id("call_")
-    if signature:
-        cid += SIG_SEP + signature.replace("+", "-").replace("/", "_").rstrip("=")
-    return cid
+    return with_signature(new_id("call_"), signature)
+
+
+def with_signature(tool_call_id: str, signature: str | None) -> str:
+    """``tool_call_id`` carrying a Gemini ``signature`` (base64) URL-safe after :data:`SIG_SEP`."""
+    if not signature:
+        return tool_call_id
+    return tool_call_id + SIG_SEP + signature.replace("+", "-").replace("/", "_").rstrip("=")
 
 
 def signature_of(tool_call_id: str) -> str | None:

@@ -29,7 +29,7 @@ from omniroute.values import Candidate
 from omniroute.wire._common import auth_headers, base_url_for, text_of
 from omniroute.wire.anthropic.replay import native_for_upstream
 from omniroute.wire.anthropic.upstream import ANTHROPIC_VERSION, messages_url, to_anthropic_request
-from omniroute.wire.gemini.upstream import generate_url, to_gemini_request
+from omniroute.wire.gemini.upstream import generate_url, native_for_gemini, to_gemini_request
 
 log = logging.getLogger("omniroute.wire")
 
@@ -75,7 +75,11 @@ def upstream_count_request(
         url = messages_url(base_url_for(cand)) + "/count_tokens"
         return UpstreamRequest(url, headers, orjson.dumps(body))
     if fmt == "gemini":
-        inner = native if client_format == "gemini" and native is not None else to_gemini_request(canonical)
+        inner = (
+            native_for_gemini(native)
+            if client_format == "gemini" and native is not None
+            else to_gemini_request(canonical)
+        )
         inner = inner.get("generateContentRequest") or inner
         request = {k: inner[k] for k in GEMINI_REQUEST_KEYS if k in inner}
         request["model"] = "models/" + cand.model.id.removeprefix("models/")
