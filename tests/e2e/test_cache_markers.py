@@ -116,3 +116,51 @@ def test_chat_completions_keeps_tool_level_and_part_cache_markers_for_anthropic(
         "content": "sunny",
         "cache_control": FIVE,
     }
+
+
+def _ask_anthropic(gw: GatewayThread, system: list[dict[str, Any]]) -> dict[str, Any]:
+    body = {
+        "model": "a/m",
+        "max_tokens": 100,
+        "system": system,
+        "messages": [{"role": "user", "content": "hi"}],
+    }
+    r = httpx.post(
+        f"{gw.url}/v1/messages", json=body, headers={"anthropic-version": "2023-06-01"}, timeout=30
+    )
+    assert r.status_code == 200, r.text
+    return dict(r.json()["usage"])
+
+
+def test_a_repeated_marked_prefix_is_written_once_then_read_as_anthropic_reports_it(
+    strict_gateway: GatewayThread, fakes: dict[str, FakeProviderThread]
+) -> None:
+    """The strict Anthropic fake accounts cache breakpoints as Anthropic does; the gateway passes the
+    numbers through: the first request writes the marked system prompt (at its 1-hour lifetime), the
+    repeat reads it, and a different prefix writes again."""
+    fakes["o"].set_behaviour("m", "strict")
+    text = "A long stable system prompt of exactly nine words."
+    system = [{"type": "text", "text": text, "cache_control": HOUR}]
+    first = _ask_anthropic(strict_gateway, system)
+    assert (first["cache_creation_input_tokens"], first["cache_read_input_tokens"]) == (9, 0)
+    assert first["cache_creation"] == {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 9}
+    again = _ask_anthropic(strict_gateway, system)
+    assert (again["cache_creation_input_tokens"], again["cache_read_input_tokens"]) == (0, 9)
+    other = _ask_anthropic(strict_gateway, [{**system[0], "text": "Another prompt."}])
+    assert (other["cache_creation_input_tokens"], other["cache_read_input_tokens"]) == (2, 0)
+
+
+def test_responses_cache_markers_get_cache_reads_on_the_next_turn(
+    strict_gateway: GatewayThread, fakes: dict[str, FakeProviderThread]
+) -> None:
+    """Through /v1/responses (translated for the Anthropic upstream) the markers reach the upstream
+    intact, so the second identical request is a cache read, reported in the Responses usage."""
+    fakes["o"].set_behaviour("m", "strict")
+    usages = []
+    for _ in range(2):
+        r = _responses(strict_gateway, "a/m")
+        assert r.status_code == 200, r.text
+        usages.append(r.json()["usage"]["input_tokens_details"])
+    assert usages[0]["cache_write_tokens"] > 0 and usages[0]["cached_tokens"] == 0
+    assert usages[1]["cached_tokens"] == usages[0]["cache_write_tokens"]
+    assert usages[1]["cache_write_tokens"] == 0

@@ -60,7 +60,7 @@ argument fragment (the SPEC RESIL-9 commit point); the "preamble" is what comes 
 | ``reasoning`` | a reasoning delta before the answer (OpenAI ``delta.reasoning_content``, Anthropic thinking block with ``thinking_delta`` + ``signature_delta``, Gemini part with ``thought: true``); the signature is derived from the thinking text (``faults.signature_for``), and Gemini function calls then carry a ``thoughtSignature`` |
 | ``call-NAME`` | an agent's tool turn: while no tool result follows the last assistant turn, answer with one call to tool NAME (whether or not the request declares it); once results are there, answer ``Tool result: {their text}`` (first 200 characters, whitespace collapsed; ``answer-TEXT`` wins); NAME is ``%XX``-decoded |
 | ``args-JSON`` | the arguments of the ``call-NAME`` call, ``%XX``-decoded JSON text (``urllib.parse.quote(json, safe="")``; ``_`` stays ``_``); default ``{}`` |
-| ``strict`` | refuse what strict real providers refuse in replayed conversations with a 400 in the format's shape: unknown OpenAI message keys, tool-call ids over 40 characters, Anthropic ids off ``^[a-zA-Z0-9_-]+$``, thinking blocks whose signature is not the one issued for their text or missing before a final ``tool_use`` with thinking on, Gemini calls of the current turn without their ``thoughtSignature`` (rules and wording: `omniroute.testing.strict`). As real models do, it also answers an Anthropic request with thinking on with a signed thinking block first, and Gemini function calls carry a ``thoughtSignature`` |
+| ``strict`` | refuse what strict real providers refuse in replayed conversations with a 400 in the format's shape: unknown OpenAI message keys, tool-call ids over 40 characters, Anthropic ids off ``^[a-zA-Z0-9_-]+$``, thinking blocks whose signature is not the one issued for their text or missing before a final ``tool_use`` with thinking on, Gemini calls of the current turn without their ``thoughtSignature`` (rules and wording: `omniroute.testing.strict`); an Anthropic request's ``cache_control`` breakpoints are accounted as Anthropic does — the first request writes its marked prefix, a repeat reads it (`omniroute.testing._cache`). As real models do, it also answers an Anthropic request with thinking on with a signed thinking block first, and Gemini function calls carry a ``thoughtSignature`` |
 
 Shapes. Error bodies: OpenAI ``{"error": {message, type, param, code}}`` (401 ``invalid_api_key``,
 404 ``model_not_found``, 429 ``rate_limit_exceeded``, 5xx type ``server_error``); Anthropic
@@ -105,6 +105,7 @@ import orjson
 from aiohttp import web
 
 from omniroute.testing._anthropic import AnthropicRenderer
+from omniroute.testing._cache import PromptCache
 from omniroute.testing._gemini import GeminiRenderer
 from omniroute.testing._io import _frame, _padding, _sent_key, _sleep_with_heartbeats
 from omniroute.testing._openai import OpenAIRenderer
@@ -204,6 +205,7 @@ class FakeProvider:
         self._port: int | None = None
         self._overrides: dict[str, str] = {}
         self._fail_counts: dict[str, int] = {}
+        self._cache = PromptCache()
         self._sequence = 0
         self._runner: web.AppRunner | None = None
         self._handlers: set[asyncio.Task[Any]] = set()
@@ -288,11 +290,13 @@ class FakeProvider:
         )
 
     def reset(self) -> None:
-        """Forget recorded requests, cancellations and ``fail-N-times-K`` counters (keeps overrides)."""
+        """Forget recorded requests, cancellations, ``fail-N-times-K`` counters and cached prompt
+        prefixes (keeps overrides)."""
         self.requests.clear()
         self.cancelled = 0
         self.cancel_times.clear()
         self._fail_counts.clear()
+        self._cache.expires.clear()
 
     def set_behaviour(self, model: str, spec: str | None) -> None:
         """Requests for ``model`` (``*``: all) behave as ``spec``; ``""`` answers; ``None`` forgets it."""
@@ -469,6 +473,8 @@ class FakeProvider:
             return web.json_response({key: count_tokens_of(body)}, headers=self._headers(), dumps=_dumps)
         if embeddings:
             return await self._complete(request, live, self._openai.embeddings(body, model), behaviour)
+        if behaviour.strict and fmt == "anthropic":
+            behaviour = self._cache.account(body, behaviour)
         reply = self._reply(prompt, behaviour)
         if not prompt.stream:
             return await self._complete(request, live, renderer.completion(reply), behaviour)
