@@ -17,33 +17,50 @@ import logging
 import os
 import time
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from omniroute import bootstrap, wire
-from omniroute.api.deadlines import BodyDeadlines
+from omniroute.accounting.admission import admit
+from omniroute.accounting.budget import Budgets
+from omniroute.accounting.ratelimit import RateLimits
 from omniroute.clock import Clock, SystemClock
 from omniroute.config import Config, ConfigError, load_config
 from omniroute.core.combo import Combo, ComboMapping
-from omniroute.errors import AuthenticationFailed, BudgetExceeded, ModelNotFound, PermissionDenied
+from omniroute.deadlines import BodyDeadlines
+from omniroute.errors import AuthenticationFailed, ModelNotFound, PermissionDenied
+from omniroute.extensions import Extensions
+from omniroute.observe.access import note as note_access
 from omniroute.observe.batch import BatchWriter
 from omniroute.observe.metrics import Metrics
 from omniroute.providers.catalog import Catalog
 from omniroute.providers.upstream import AttemptTimeouts, ReadLimits, UpstreamClient
+from omniroute.references import stored_problems, warn_stored_problems
+from omniroute.routing.auto.listing import auto_models
+from omniroute.routing.combos import combo_limits, log_shadowing
 from omniroute.routing.decision import Decision, expand_stored
 from omniroute.routing.engine import Engine, Outcome, RetrySettings, StreamOutcome
 from omniroute.routing.multicall import execute_multi_call, is_multi_call
 from omniroute.routing.plan import Planner
 from omniroute.routing.registry import Registry
 from omniroute.routing.resolve import check_alias_routes, resolve, resolve_route, with_context_1m_beta
-from omniroute.simulated import SAMPLE_COMBO, SimulatedFleet
+from omniroute.simulated import (
+    SAMPLE_COMBO,
+    SimulatedFleet,
+    retire_sample_combo,
+    routes_only_to_simulated,
+    simulated_providers,
+    store_sample_combo,
+)
 from omniroute.state.base import RoutingState
 from omniroute.state.memory import MemoryRoutingState
 from omniroute.store import Store, hash_key
-from omniroute.values import Candidate, ChatRequest, Usage
+from omniroute.store.retention import RetentionPruner
+from omniroute.values import Candidate, ChatRequest, Connection, Usage
 from omniroute.wire.base import ProviderAdapter
 
 if TYPE_CHECKING:  # imported on use: only a gateway with redis_url loads the redis client (PERF-5)
@@ -69,13 +86,26 @@ class Gateway:
     """Process-wide services. Call :meth:`start` once inside the event loop and :meth:`stop` at exit.
 
     ``clock`` is the time every part of this gateway reads and waits on (default the process clock;
-    tests and the simulator pass a :class:`~omniroute.clock.FakeClock`)."""
+    tests and the simulator pass a :class:`~omniroute.clock.FakeClock`). ``client`` is the upstream
+    client every provider attempt goes through (default the aiohttp one built from the config's
+    timeouts and limits; the simulator passes one that answers from a fleet model)."""
 
-    def __init__(self, config: Config, *, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        config: Config,
+        *,
+        clock: Clock | None = None,
+        extensions: Extensions | None = None,
+        client: UpstreamClient | None = None,
+    ) -> None:
         self.config = config
         self.clock: Clock = clock or SystemClock()
+        self.extensions = extensions or Extensions()
+        self.strategies = self.extensions.strategy_registry()  # combo strategies by name
+        self.routers = self.extensions.router_registry()  # auto router strategies by name
+        self.formats = self.extensions.wire_formats()  # client routes and provider formats
         self.store: Store | None = None
-        self.client = UpstreamClient(
+        self.client = client or UpstreamClient(
             AttemptTimeouts(
                 connect_s=config.resilience.timeouts.connect_s,
                 ttft_s=config.resilience.timeouts.ttft_s,
@@ -91,10 +121,24 @@ class Gateway:
         if config.redis_url:
             from omniroute.state.redis import ResilientRoutingState
 
-            self.redis_state = ResilientRoutingState.from_url(config.redis_url, clock=self.clock)
-        self.state: RoutingState = self.redis_state or MemoryRoutingState(self.clock)
+            self.redis_state = ResilientRoutingState.from_url(
+                config.redis_url, clock=self.clock, max_entries=config.state_max_entries
+            )
+        self.state: RoutingState = self.redis_state or MemoryRoutingState(
+            self.clock, max_entries=config.state_max_entries
+        )
+        # API-8: key budgets (reserve/settle, in Redis when configured) and per-key rate limits
+        self.budgets = Budgets(
+            self.clock,
+            lambda: self.store,
+            self.redis_state.primary if self.redis_state else None,
+            hold_s=config.resilience.timeouts.total_s + 300,
+        )
+        self.rate_limits = RateLimits(
+            config.redis_url, rpm=config.rate_limits.rpm, tpm=config.rate_limits.tpm
+        )
         self.resilience = bootstrap.build_resilience(config, self.state, self.clock)
-        self.adapters: dict[str, ProviderAdapter] = wire.adapters()
+        self.adapters: dict[str, ProviderAdapter] = wire.adapters(self.formats)
         self.engine = Engine(
             clock=self.clock,
             client=self.client,
@@ -112,6 +156,7 @@ class Gateway:
         self.registry = Registry.build(self.catalog, ())
         self.planner = Planner(self)
         self.simulated: SimulatedFleet | None = None
+        self._retired_fleet: SimulatedFleet | None = None  # switched off at run time, stopped at stop()
         self.keys_by_hash: dict[str, dict[str, Any]] = {}
         self.keys_by_id: dict[str, dict[str, Any]] = {}
         self._key_memo: dict[str, dict[str, Any]] = {}
@@ -123,37 +168,39 @@ class Gateway:
         self.decisions: OrderedDict[str, Decision] = OrderedDict()
         self.started_at = self.clock.time()
         self.metrics = Metrics()
+        self.draining = False  # set on SIGTERM: readiness answers 503 while requests in flight finish
         self.body_deadlines = BodyDeadlines()  # 408 for request bodies that stop arriving
         self._fingerprint: tuple[Any, ...] | None = None  # store fingerprint the snapshot was built from
         self._store_watch: asyncio.Task[None] | None = None
+        self._retention: RetentionPruner | None = None  # usage/decision rows past retention_days
         self._reload_lock = asyncio.Lock()  # a SIGHUP and POST /api/reload arriving together apply in turn
 
     # -- lifecycle ---------------------------------------------------------------------------
-    async def start(self) -> None:
+    async def start(self, *, background: bool = True) -> None:
         """Open the store (migrations), load config objects into it, start simulated providers when
         nothing is configured, build the routing snapshot and start the background writers.
 
+        ``background=False`` starts no background task (no usage or decision writer, no store watch):
+        for the simulator, which runs the request path alone on virtual time and keeps its own record.
+
         Raises :class:`ConfigError` naming the key when the config names an unknown wire format or
         provider, or a non-auto combo without targets."""
-        bootstrap.check_provider_formats(self.config)
+        bootstrap.check_provider_formats(self.config, self.formats)
         data_dir = data_dir_for(self.config.database_url)
         self.store = await Store.open(self.config.database_url, data_dir=data_dir, clock=self.clock)
+        await self._check_config_references(self.config, await self._reference_catalog(), aliases=False)
         await bootstrap.load_config_into_store(self.config, self.store)
-        if not self.config.connections and not await self.store.list_connections():
-            self.simulated = SimulatedFleet()
-            await self.simulated.start()
-            log.warning(
-                "simulated mode: no providers configured; serving %d built-in simulated providers (%s)",
-                len(self.simulated.providers),
-                ", ".join(self.simulated.provider_ids),
-            )
+        await self._start_simulated_unless_connected()
         await self.refresh()
-        self._check_config_references(self.config, self.catalog)
-        from omniroute.routing.combos import log_shadowing
-
-        log_shadowing(self)  # SPEC §4: one line listing every combo that shadows a model id
+        await self._check_config_references(self.config, self.catalog, aliases=True)
+        warn_stored_problems(
+            stored_problems(self.catalog, await self.store.list_connections(), await self.store.list_combos())
+        )
+        log_shadowing(self.registry)  # SPEC §4: one line listing every combo that shadows a model id
         if self.redis_state is not None:  # connect now: an unreachable Redis is reported at start
             await self.redis_state.ready()
+        if not background:
+            return
         self.usage = BatchWriter(self._write_usage, clock=self.clock, name="usage")
         self.usage.start()
         self.decision_writer = BatchWriter(
@@ -161,6 +208,60 @@ class Gateway:
         )
         self.decision_writer.start()
         self._store_watch = asyncio.create_task(self._watch_store(), name="store-watch")
+        self._retention = RetentionPruner(self.store, self.clock, self.config.retention_days)
+        self._retention.start()
+
+    async def _reference_catalog(self) -> Catalog:
+        """The catalog config references are checked against before the config is loaded into the
+        store: stored provider nodes and the config's providers, plus the simulated ones when no
+        connection is configured or stored (they will be served)."""
+        assert self.store is not None
+        cat = bootstrap.build_catalog(self.config, await self.store.list_provider_nodes(), None, self.formats)
+        if self.config.connections or await self.store.list_connections():
+            return cat
+        return Catalog([*cat.providers, *simulated_providers()])
+
+    async def _start_simulated_unless_connected(self) -> None:
+        """Simulated mode when no connection is configured or stored: start the simulated providers and
+        store the sample combo (listed by ``/api/combos`` and ``omniroute combos list``). Otherwise say
+        in the start-up log that they are off, removing a sample combo a previous simulated run stored
+        (it would only dangle)."""
+        assert self.store is not None
+        conns = await self.store.list_connections()
+        if not conns:
+            self.simulated = SimulatedFleet()
+            await self.simulated.start()
+            await store_sample_combo(self.store)
+            log.warning(
+                "simulated mode: no providers configured; serving %d built-in simulated providers (%s) "
+                "and the sample combo '%s'; adding a connection switches them off",
+                len(self.simulated.providers),
+                ", ".join(self.simulated.provider_ids),
+                SAMPLE_COMBO,
+            )
+            return
+        retired = await retire_sample_combo(self.store)
+        log.log(
+            logging.WARNING if retired else logging.INFO,
+            "simulated providers off: %d connection(s) configured (%s)%s",
+            len(conns),
+            ", ".join(sorted({c.provider for c in conns})),
+            f"; the sample combo '{SAMPLE_COMBO}' was removed" if retired else "",
+        )
+
+    async def _switch_simulated_off(self, conns: list[Connection]) -> None:
+        """A real connection was added while simulated mode runs: drop the simulated providers from the
+        catalog and delete the stored sample combo. Their servers keep running until :meth:`stop` so a
+        request already routed to one finishes."""
+        assert self.store is not None and self.simulated is not None
+        self._retired_fleet, self.simulated = self.simulated, None
+        retired = await retire_sample_combo(self.store)
+        log.warning(
+            "simulated providers off: connection %s added (%s)%s",
+            ", ".join(c.id for c in conns),
+            ", ".join(sorted({c.provider for c in conns})),
+            f"; the sample combo '{SAMPLE_COMBO}' was removed" if retired else "",
+        )
 
     async def _watch_store(self) -> None:
         """Every :data:`STORE_POLL_S` seconds on the gateway's clock, rebuild the snapshot when the
@@ -207,23 +308,33 @@ class Gateway:
         if self.config.source_path is None:
             raise ConfigError("no config file to reload: the gateway was started without one")
         async with self._reload_lock:
-            new = load_config(self.config.source_path)
-            bootstrap.check_provider_formats(new)
-            catalog = bootstrap.build_catalog(new, await self.store.list_provider_nodes(), self.simulated)
-            self._check_config_references(new, catalog)
+            new = load_config(self.config.source_path, strategies=self.strategies.names())
+            bootstrap.check_provider_formats(new, self.formats)
+            catalog = bootstrap.build_catalog(
+                new, await self.store.list_provider_nodes(), self.simulated, self.formats
+            )
+            await self._check_config_references(new, catalog, aliases=False)
             await bootstrap.load_config_into_store(new, self.store)
             self.config = new
             await self.refresh()
         log.info("configuration reloaded from %s", new.source_path)
 
-    def _check_config_references(self, config: Config, catalog: Catalog) -> None:
-        """Checks the config schema cannot make (OPS-2): every connection names a known provider and
-        every non-auto combo has targets; at start-up also that every ``model_aliases`` route resolves
-        (a reload applies new aliases with the snapshot it rebuilds). Raises :class:`ConfigError`
-        naming the key; warns about API keys whose secret is empty (an unset ``${ENV}`` reference
-        admits nobody)."""
-        errors = bootstrap.config_reference_errors(config, catalog)
-        if config is self.config:
+    async def _check_config_references(self, config: Config, catalog: Catalog, *, aliases: bool) -> None:
+        """Checks the config schema cannot make (OPS-2): every connection names a known provider, every
+        non-auto combo has targets, every combo target, mapping and chain names a known provider,
+        model, connection or combo (in the file or stored); with ``aliases`` (at start-up, once the
+        snapshot is built) also that every ``model_aliases`` route resolves (a reload applies new
+        aliases with the snapshot it rebuilds).
+        Raises :class:`ConfigError` naming the key; warns about API keys whose secret is empty (an
+        unset ``${ENV}`` reference admits nobody)."""
+        assert self.store is not None
+        errors = bootstrap.config_reference_errors(
+            config,
+            catalog,
+            stored_connection_ids=[c.id for c in await self.store.list_connections()],
+            stored_combo_names=[r["name"] for r in await self.store.list_combos()],
+        )
+        if aliases:
             errors.extend(check_alias_routes(self.registry))
         if errors:
             raise ConfigError(errors)
@@ -238,20 +349,25 @@ class Gateway:
     async def stop(self) -> None:
         """Flush usage and decisions (nothing lost), close the upstream client, the simulated fleet and
         the store."""
+        if self._retention is not None:
+            await self._retention.stop()
         if self._store_watch is not None:
             self._store_watch.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._store_watch
             self._store_watch = None
+        await self.budgets.drain()
         if self.usage is not None:
             await self.usage.stop()
         if self.decision_writer is not None:
             await self.decision_writer.stop()
         await self.client.close()
+        await self.rate_limits.aclose()
         if self.redis_state is not None:
             await self.redis_state.aclose()
-        if self.simulated is not None:
-            await self.simulated.stop()
+        for fleet in (self.simulated, self._retired_fleet):
+            if fleet is not None:
+                await fleet.stop()
         if self.store is not None:
             await self.store.close()
 
@@ -261,15 +377,15 @@ class Gateway:
         assert self.store is not None
         # read first: a write landing during the rebuild then shows as a change on the next poll
         fingerprint = await self.store.snapshot_fingerprint()
-        self.catalog = bootstrap.build_catalog(
-            self.config, await self.store.list_provider_nodes(), self.simulated
-        )
         conns = await self.store.list_connections()
+        if self.simulated is not None and conns:
+            await self._switch_simulated_off(conns)
+        self.catalog = bootstrap.build_catalog(
+            self.config, await self.store.list_provider_nodes(), self.simulated, self.formats
+        )
         combos = [Combo.from_row(row) for row in await self.store.list_combos()]
         if self.simulated is not None:
             conns = conns + self.simulated.connections()
-            if not any(c.name == SAMPLE_COMBO for c in combos):
-                combos.append(self.simulated.sample_combo())
         self.registry = Registry.build(
             self.catalog,
             conns,
@@ -313,19 +429,19 @@ class Gateway:
             if p.simulated:
                 item["simulated"] = True
             out.append(item)
-        from omniroute.routing.combos import combo_limits
-
         for name, combo in reg.combos.items():
             ctx, mo = combo_limits(self, combo)
+            simulated = routes_only_to_simulated(combo)  # owned and labelled like its targets
             out.append(
                 {
                     "id": name,
                     "object": "model",
                     "created": 0,
-                    "owned_by": "combo",
+                    "owned_by": "simulated" if simulated else "combo",
                     "context_length": ctx,
                     "max_output_tokens": mo,
                     "strategy": combo.strategy,
+                    **({"simulated": True} if simulated else {}),
                 }
             )
         out.extend(self.auto_models())
@@ -365,8 +481,6 @@ class Gateway:
     def auto_models(self) -> list[dict[str, Any]]:
         """``auto`` and its advertised variants (AUTO-1) with ``context_length``/``max_output_tokens`` =
         MAX over each pool, never 0 (API-2)."""
-        from omniroute.routing.auto.listing import auto_models
-
         return auto_models(self)
 
     # -- auth --------------------------------------------------------------------------------
@@ -392,7 +506,7 @@ class Gateway:
             raise AuthenticationFailed("Invalid API key: keys are ASCII text.")
         rec = self._key_memo.get(key)
         if rec is not None:
-            return rec
+            return self._unexpired(rec)
         rec = self.keys_by_hash.get(hash_key(key))
         if rec is None:
             if self.config.server.require_api_key:
@@ -400,11 +514,19 @@ class Gateway:
             return None
         if len(self._key_memo) < KEY_MEMO_MAX:
             self._key_memo[key] = rec
+        return self._unexpired(rec)
+
+    def _unexpired(self, rec: dict[str, Any]) -> dict[str, Any]:
+        """``rec``, or 401 ``api_key_expired`` once the clock has reached its ``expires_at``."""
+        expires = rec.get("expires_at")
+        if expires is not None and self.clock.time() >= float(expires):
+            when = datetime.fromtimestamp(float(expires), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            raise AuthenticationFailed(f"This API key expired at {when}.", code="api_key_expired")
         return rec
 
-    @staticmethod
-    def check_key_allows(rec: dict[str, Any] | None, model: str) -> None:
-        """Per-key model allowlist (403) and budget (402) checks (API-8)."""
+    def check_key_allows(self, rec: dict[str, Any] | None, model: str) -> None:
+        """Per-key model allowlist (403) and a quick budget pre-check from memory (402) (API-8); the
+        exact budget check is the reservation :meth:`execute` makes."""
         if rec is None:
             return
         allowed = rec.get("allowed_models") or ["*"]
@@ -415,8 +537,9 @@ class Gateway:
             raise PermissionDenied(
                 f"This API key may not use model '{model}' (allowed: {', '.join(allowed)}).", param="model"
             )
-        if budget is not None and float(rec.get("spent_usd") or 0) >= float(budget):
-            raise BudgetExceeded(f"This API key has spent its budget of ${float(budget):.2f}.")
+        over = self.budgets.over_budget(rec) if budget is not None else None
+        if over is not None:
+            raise over
 
     # -- requests ----------------------------------------------------------------------------
     def request_id_for(self, headers: Mapping[str, str]) -> str:
@@ -446,11 +569,13 @@ class Gateway:
         if plan.context_1m:  # keep the [1m] intent; only Anthropic-format upstreams receive the header
             req.headers["anthropic-beta"] = with_context_1m_beta(req.headers.get("anthropic-beta"))
         if is_multi_call(plan.combo):  # fusion / pipeline call several models (COMBO-5, COMBO-6)
+            req.reservation = await self.admit(req, ())
             try:
                 return await execute_multi_call(self, req, plan, decision), decision
             finally:
                 self.remember(decision)
         candidates, opts = await self.planner.candidates(plan, req, decision)
+        req.reservation = await self.admit(req, candidates)
         try:
             out = await self.engine.run(
                 req,
@@ -464,6 +589,17 @@ class Gateway:
         finally:
             self.remember(decision)
         return out, decision
+
+    async def admit(self, req: ChatRequest, candidates: Sequence[Candidate]) -> Any:
+        """The key's rate limits (429) and budget reservation (402) for ``req`` on ``candidates``
+        (:func:`omniroute.accounting.admission.admit`); returns the reservation or ``None``."""
+        rec = self.keys_by_id.get(req.api_key_id) if req.api_key_id else None
+        return await admit(self.budgets, self.rate_limits, rec, req, candidates)
+
+    def release_unsettled(self, req: ChatRequest) -> None:
+        """Release ``req``'s budget reservation if no usage row settled it (a request that ended on an
+        unexpected path); a no-op otherwise."""
+        self.budgets.release(req.reservation)
 
     def remember(self, decision: Decision) -> None:
         """Queue the decision for the store and keep it in memory until it is stored, so
@@ -510,10 +646,13 @@ class Gateway:
         price_unknown = cand is not None and not cand.model.price_known
         if price_unknown and cand is not None:
             self._warn_price_unknown(cand)
+        release = 0.0
         if member is None:  # a member call is part of its request, observed once by the main row
             self.metrics.observe_request(decision, status, cand, usage, latency_ms, ttft_ms, cost)
+            release = self.budgets.settle(req.reservation, cost if charge else 0.0)
+        rec = self.keys_by_id.get(req.api_key_id) if req.api_key_id else None
         self.usage.put(
-            {
+            row := {
                 "ts": self.clock.time(),
                 "request_id": req.request_id,
                 "api_key_id": req.api_key_id,
@@ -538,12 +677,14 @@ class Gateway:
                 "stream": req.stream,
                 "member": member,
                 "charge": charge,
+                "release_usd": release,
+                "period_start": self.budgets.period_start(rec),
             }
         )
-        if req.api_key_id and cost and charge:
-            rec = self.keys_by_id.get(req.api_key_id)
-            if rec is not None:
-                rec["spent_usd"] = float(rec.get("spent_usd") or 0) + cost
+        if member is None:
+            note_access(row, decision)  # the access line and trace (omniroute.observe.access)
+        if cost and charge:
+            self.budgets.note_spend(rec, cost)
 
     def _warn_price_unknown(self, cand: Candidate) -> None:
         """Log once per model that its requests are recorded at $0 (OBS-1)."""
@@ -579,15 +720,23 @@ class Gateway:
                 del held[d.request_id]
 
     async def _write_usage(self, rows: list[dict[str, Any]]) -> None:
-        """Usage sink: one batch insert, then each key's spend added once per batch (API-8 budgets)."""
+        """Usage sink: one batch insert, then per key and period one atomic update adding the batch's
+        spend and releasing its database reservations (API-8 budgets)."""
         assert self.store is not None
         await self.store.write_usage(rows)
-        spend: dict[str, float] = {}
+        settle: dict[tuple[str, float], list[float]] = {}
         for r in rows:
-            if r.get("api_key_id") and r.get("cost_usd") and r.get("charge", True):
-                spend[r["api_key_id"]] = spend.get(r["api_key_id"], 0.0) + float(r["cost_usd"])
-        for key_id, usd in spend.items():
-            await self.store.add_spend(key_id, usd)
+            key_id = r.get("api_key_id")
+            if not key_id:
+                continue
+            usd = float(r.get("cost_usd") or 0) if r.get("charge", True) else 0.0
+            release = float(r.get("release_usd") or 0)
+            if usd or release:
+                acc = settle.setdefault((key_id, float(r.get("period_start") or 0)), [0.0, 0.0])
+                acc[0] += usd
+                acc[1] += release
+        for (key_id, start), (usd, release) in settle.items():
+            await self.store.settle_spend(key_id, start, usd, release)
 
 
 def data_dir_for(database_url: str) -> str | None:

@@ -36,6 +36,8 @@ __all__ = [
     "DEFAULT_DATABASE_URL",
     "DEFAULT_HOST",
     "DEFAULT_PORT",
+    "DEFAULT_RETENTION_DAYS",
+    "DEFAULT_STATE_MAX_ENTRIES",
     "ENV_CONFIG_PATH",
     "ENV_DATABASE_URL",
     "ENV_REDIS_URL",
@@ -51,6 +53,7 @@ __all__ = [
     "ModelAliasConfig",
     "ModelConfig",
     "ProviderConfig",
+    "RateLimitsConfig",
     "ResilienceConfig",
     "RetriesConfig",
     "ServerConfig",
@@ -72,6 +75,8 @@ DEFAULT_REQUIRE_API_KEY = False
 DEFAULT_MAX_BODY_MB = 10.0
 DEFAULT_WORKERS = 1
 DEFAULT_STREAM_KEEPALIVE_S = 5.0
+DEFAULT_LOG_FORMAT: Final = "text"
+DEFAULT_DRAIN_TIMEOUT_S = 30.0
 DEFAULT_MAX_RESPONSE_MB = 32.0
 """Largest upstream response body (MB, after decompression) read whole; past it the attempt fails with
 a 502 and the engine falls back. Generous for any chat or embeddings answer, small enough that a
@@ -84,6 +89,11 @@ long (Gemini CLI: 60 s), and proxies drop idle connections. ``0`` turns it off."
 
 # --- storage (STORE-1, STORE-2) ---------------------------------------------------------------------
 DEFAULT_DATABASE_URL = "sqlite:///./data/omniroute.db"
+DEFAULT_RETENTION_DAYS = 30.0
+"""Days usage rows and routing decisions are kept before the background pruning deletes them."""
+DEFAULT_STATE_MAX_ENTRIES = 100_000
+"""Entries kept per in-process routing-state table that grows with traffic (windows, counters,
+lockouts, byte records) before the least recently written is evicted."""
 DATABASE_URL_SCHEMES = ("sqlite", "postgresql", "postgres")
 REDIS_URL_SCHEMES = ("redis", "rediss", "unix")
 
@@ -155,7 +165,10 @@ class ServerConfig:
     ``max_body_mb`` (megabytes, 413 above it), uvicorn ``workers`` and ``stream_keepalive_s``
     (seconds; :data:`DEFAULT_STREAM_KEEPALIVE_S`) — the last two additions to the contract — and
     ``allowed_hosts``, the ``Host`` names the management API answers besides loopback ones (DNS
-    rebinding guard, :mod:`omniroute.api.hosts`).
+    rebinding guard, :mod:`omniroute.api.hosts`); ``log_format`` (``text`` or ``json``, overridden by
+    ``serve --log-format``), ``otlp_endpoint`` (an OTLP/HTTP base URL for traces, ``None`` → off unless
+    ``$OTEL_EXPORTER_OTLP_ENDPOINT`` is set) and ``drain_timeout_s`` (seconds requests in flight get to
+    finish after SIGTERM; :data:`DEFAULT_DRAIN_TIMEOUT_S`).
     """
 
     host: str = DEFAULT_HOST
@@ -166,6 +179,9 @@ class ServerConfig:
     workers: int = DEFAULT_WORKERS
     stream_keepalive_s: float = DEFAULT_STREAM_KEEPALIVE_S
     allowed_hosts: tuple[str, ...] = ()
+    log_format: str = DEFAULT_LOG_FORMAT
+    otlp_endpoint: str | None = None
+    drain_timeout_s: float = DEFAULT_DRAIN_TIMEOUT_S
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,13 +200,28 @@ class UpstreamLimitsConfig:
 class ApiKeyConfig:
     """One client key (API-8): ``key`` is the plaintext secret (``None`` when its ``${ENV}`` reference is
     unset: such an entry admits nobody), ``allowed_models`` glob patterns, ``budget_usd`` spend cap in USD
-    (``None`` = unlimited).
+    per ``budget_period`` (``daily``/``weekly``/``monthly`` reset at the UTC boundary, ``total`` never;
+    ``None`` = unlimited), ``expires_at`` epoch seconds after which the key is refused (401), ``rpm``/``tpm``
+    requests and tokens per minute (``None`` = ``rate_limits`` defaults).
     """
 
     name: str
     key: str | None = field(default=None, repr=False)
     allowed_models: tuple[str, ...] = DEFAULT_ALLOWED_MODELS
     budget_usd: float | None = None
+    budget_period: str = "total"
+    expires_at: float | None = None
+    rpm: int | None = None
+    tpm: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RateLimitsConfig:
+    """Default per-key rate limits (API-8) for keys that set none: ``rpm`` requests and ``tpm`` tokens
+    per minute (moving 60-second window); ``None`` = unlimited."""
+
+    rpm: int | None = None
+    tpm: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -374,12 +405,16 @@ class Config:
     :class:`~omniroute.core.combo.ComboOptions`), an addition to the OPS-2 contract. ``source_path``
     is the file that was read, or ``None``. Config-declared objects win over stored copies with the
     same id (OPS-2). ``catalog_file`` is a catalog written by ``omniroute catalog refresh`` that
-    replaces the built-in one (PROV-2); ``None`` uses the built-in catalog.
+    replaces the built-in one (PROV-2); ``None`` uses the built-in catalog. ``retention_days``: usage
+    rows and routing decisions older than this many days are deleted by a background task;
+    ``state_max_entries`` bounds each in-process routing-state table that grows with traffic.
     """
 
     server: ServerConfig = field(default_factory=ServerConfig)
     database_url: str = DEFAULT_DATABASE_URL
     redis_url: str | None = None
+    retention_days: float = DEFAULT_RETENTION_DAYS
+    state_max_entries: int = DEFAULT_STATE_MAX_ENTRIES
     catalog_file: Path | None = None
     api_keys: tuple[ApiKeyConfig, ...] = ()
     providers: tuple[ProviderConfig, ...] = ()
@@ -392,6 +427,7 @@ class Config:
     auto: AutoConfig = field(default_factory=AutoConfig)
     upstream_limits: UpstreamLimitsConfig = field(default_factory=UpstreamLimitsConfig)
     combo_defaults: Mapping[str, Any] = field(default_factory=_empty_map)
+    rate_limits: RateLimitsConfig = field(default_factory=RateLimitsConfig)
     source_path: Path | None = None
 
     @property

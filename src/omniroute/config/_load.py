@@ -26,6 +26,7 @@ from omniroute.config import (
     DEFAULT_COOLDOWN_MAX_S,
     DEFAULT_COOLDOWN_SERVER_ERROR_MAX_S,
     DEFAULT_DATABASE_URL,
+    DEFAULT_DRAIN_TIMEOUT_S,
     DEFAULT_EXPLORATION_RATE,
     DEFAULT_FAILURE_THRESHOLD,
     DEFAULT_HALF_OPEN_PROBES,
@@ -34,6 +35,7 @@ from omniroute.config import (
     DEFAULT_LKGP_SCOPE,
     DEFAULT_LOCKOUT_BASE_S,
     DEFAULT_LOCKOUT_MAX_S,
+    DEFAULT_LOG_FORMAT,
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_MAX_BODY_MB,
     DEFAULT_MAX_EVENT_MB,
@@ -43,7 +45,9 @@ from omniroute.config import (
     DEFAULT_PORT,
     DEFAULT_REQUIRE_API_KEY,
     DEFAULT_RESET_TIMEOUT_S,
+    DEFAULT_RETENTION_DAYS,
     DEFAULT_RETRIES_PER_TARGET,
+    DEFAULT_STATE_MAX_ENTRIES,
     DEFAULT_STREAM_KEEPALIVE_S,
     DEFAULT_TOTAL_TIMEOUT_S,
     DEFAULT_TTFT_TIMEOUT_S,
@@ -63,6 +67,7 @@ from omniroute.config import (
     ModelAliasConfig,
     ModelConfig,
     ProviderConfig,
+    RateLimitsConfig,
     ResilienceConfig,
     RetriesConfig,
     ServerConfig,
@@ -149,6 +154,9 @@ class _Server(_Edge):
     workers: Int = Field(DEFAULT_WORKERS, ge=1)
     stream_keepalive_s: Number = Field(DEFAULT_STREAM_KEEPALIVE_S, ge=0)
     allowed_hosts: list[_Str] = []
+    log_format: Literal["text", "json"] = DEFAULT_LOG_FORMAT
+    otlp_endpoint: _Str | None = None
+    drain_timeout_s: Number = Field(DEFAULT_DRAIN_TIMEOUT_S, ge=0)
 
 
 class _ApiKey(_Edge):
@@ -156,6 +164,15 @@ class _ApiKey(_Edge):
     key: str | None
     allowed_models: list[str] | None = None
     budget_usd: Number | None = Field(None, ge=0)
+    budget_period: Literal["daily", "weekly", "monthly", "total"] = "total"
+    expires_at: Annotated[Number | None, BeforeValidator(_epoch_seconds)] = None
+    rpm: Int | None = Field(None, ge=1)
+    tpm: Int | None = Field(None, ge=1)
+
+
+class _RateLimits(_Edge):
+    rpm: Int | None = Field(None, ge=1)
+    tpm: Int | None = Field(None, ge=1)
 
 
 class _Model(_Edge):
@@ -263,6 +280,8 @@ class _Root(_Edge):
     server: _Server | None = None
     database_url: _Str | None = None
     redis_url: _Str | None = None
+    retention_days: Number = Field(DEFAULT_RETENTION_DAYS, gt=0, le=36_500)
+    state_max_entries: Int = Field(DEFAULT_STATE_MAX_ENTRIES, ge=10)
     catalog_file: _Str | None = None
     api_keys: list[_ApiKey] | None = None
     providers: list[_Provider] | None = None
@@ -274,6 +293,7 @@ class _Root(_Edge):
     resilience: _Resilience | None = None
     auto: _Auto | None = None
     upstream_limits: _UpstreamLimits | None = None
+    rate_limits: _RateLimits | None = None
     combo_defaults: OptionsMap | None = None
 
 
@@ -337,6 +357,10 @@ def _convert(root: _Root, errors: list[tuple[str, str]]) -> Config:
             key=k.key,
             allowed_models=DEFAULT_ALLOWED_MODELS if k.allowed_models is None else tuple(k.allowed_models),
             budget_usd=k.budget_usd,
+            budget_period=k.budget_period,
+            expires_at=k.expires_at,
+            rpm=k.rpm,
+            tpm=k.tpm,
         )
         for k in root.api_keys or ()
     )
@@ -395,6 +419,8 @@ def _convert(root: _Root, errors: list[tuple[str, str]]) -> Config:
         server=server,
         database_url=root.database_url or DEFAULT_DATABASE_URL,
         redis_url=root.redis_url,
+        retention_days=float(root.retention_days),
+        state_max_entries=int(root.state_max_entries),
         catalog_file=Path(root.catalog_file).expanduser() if root.catalog_file else None,
         api_keys=api_keys,
         providers=providers,
@@ -409,6 +435,9 @@ def _convert(root: _Root, errors: list[tuple[str, str]]) -> Config:
         if root.upstream_limits
         else UpstreamLimitsConfig(),
         combo_defaults=MappingProxyType({}) if root.combo_defaults is None else root.combo_defaults,
+        rate_limits=RateLimitsConfig(**root.rate_limits.model_dump())
+        if root.rate_limits
+        else RateLimitsConfig(),
     )
 
 

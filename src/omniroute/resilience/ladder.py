@@ -17,6 +17,7 @@ from omniroute.errors import (
     ContentFiltered,
     ContextOverflow,
     ExclusionRecord,
+    ModelUnavailable,
     UpstreamBadRequest,
     UpstreamError,
 )
@@ -254,13 +255,17 @@ class Resilience:
         it invalid (RESIL-2), QuotaExhausted/ModelUnavailable lock the model on the connection
         (RESIL-3). A probe that failed with a non-counted error gives its slot back. The window
         records a failure unless the request itself was at fault (bad request, context overflow,
-        content filter)."""
+        content filter). A model the provider does not know (``ModelUnavailable`` for a model its
+        catalog entry does not list: a client's typo) leaves no lockout and no window behind, so
+        made-up model names cannot grow the routing state."""
         now = self.clock.time()
         was_probe = self._settle_probe(cand.key)
         counted = await self.breaker.on_failure(cand.provider.id, err, now)
         if counted is None and was_probe:
             await self.breaker.release_probe(cand.provider.id, now)
         await self.cooldown.on_failure(cand.connection.id, cand.provider.id, err, now)
+        if isinstance(err, ModelUnavailable) and cand.provider.model(cand.model.id) is None:
+            return
         await self.lockout.on_failure(lock_key(cand), err, now)
         if not isinstance(err, _NOT_TARGET_FAULT):
             await self.state.record_sample(cand.key, now, latency_ms=latency_ms or 0.0, ok=False)
