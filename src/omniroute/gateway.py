@@ -149,6 +149,7 @@ class Gateway:
                 max_attempts=config.resilience.retries.max_attempts,
                 max_hint_wait_s=config.resilience.retries.max_hint_wait_s,
                 total_s=config.resilience.timeouts.total_s,
+                stream_rescue=config.resilience.stream_rescue.enabled,
             ),
             timeouts=self.client.timeouts,
         )
@@ -672,6 +673,7 @@ class Gateway:
                 "cache_write_1h_tokens": u.cache_write_1h_tokens,
                 "reasoning_tokens": u.reasoning_tokens,
                 "price_unknown": price_unknown,
+                "rescued": bool(decision.extra.get("rescued")),
                 "cost_usd": cost,
                 "error": error,
                 "stream": req.stream,

@@ -57,6 +57,7 @@ __all__ = [
     "ResilienceConfig",
     "RetriesConfig",
     "ServerConfig",
+    "StreamRescueConfig",
     "TimeoutsConfig",
     "UpstreamLimitsConfig",
     "config_from_dict",
@@ -343,6 +344,15 @@ class LockoutConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class StreamRescueConfig:
+    """``resilience.stream_rescue`` (RESIL-9): when ``enabled`` (default), a stream that fails after
+    it was committed to the client is finished by another attempt instead of ending with an error
+    event (:mod:`omniroute.routing.rescue`). The config file may write ``stream_rescue: false``."""
+
+    enabled: bool = True
+
+
+@dataclass(frozen=True, slots=True)
 class RetriesConfig:
     """Retry budget (RESIL-6): transient retries ``per_target``, the cap ``max_attempts`` of upstream
     calls per request, and ``max_hint_wait_s``, the longest upstream wait hint (seconds) waited out
@@ -368,13 +378,15 @@ class TimeoutsConfig:
 
 @dataclass(frozen=True, slots=True)
 class ResilienceConfig:
-    """``resilience`` (RESIL-1, RESIL-2, RESIL-3, RESIL-6): the ladder's tunables."""
+    """``resilience`` (RESIL-1, RESIL-2, RESIL-3, RESIL-6, RESIL-9): the ladder's tunables, and
+    ``stream_rescue``."""
 
     circuit_breaker: CircuitBreakerConfig = field(default_factory=CircuitBreakerConfig)
     cooldown: CooldownConfig = field(default_factory=CooldownConfig)
     lockout: LockoutConfig = field(default_factory=LockoutConfig)
     retries: RetriesConfig = field(default_factory=RetriesConfig)
     timeouts: TimeoutsConfig = field(default_factory=TimeoutsConfig)
+    stream_rescue: StreamRescueConfig = field(default_factory=StreamRescueConfig)
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from omniroute.config import (
     DATABASE_URL_SCHEMES,
@@ -71,6 +71,7 @@ from omniroute.config import (
     ResilienceConfig,
     RetriesConfig,
     ServerConfig,
+    StreamRescueConfig,
     TimeoutsConfig,
     UpstreamLimitsConfig,
 )
@@ -257,12 +258,22 @@ class _Timeouts(_Edge):
     total_s: Number = Field(DEFAULT_TOTAL_TIMEOUT_S, gt=0)
 
 
+class _StreamRescue(_Edge):
+    enabled: bool = True
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, value: Any) -> Any:
+        return {"enabled": value} if isinstance(value, bool) else value
+
+
 class _Resilience(_Edge):
     circuit_breaker: _CircuitBreaker | None = None
     cooldown: _Cooldown | None = None
     lockout: _Lockout | None = None
     retries: _Retries | None = None
     timeouts: _Timeouts | None = None
+    stream_rescue: _StreamRescue | None = None
 
 
 class _UpstreamLimits(_Edge):
@@ -412,6 +423,11 @@ def _convert(root: _Root, errors: list[tuple[str, str]]) -> Config:
         lockout=lockout,
         retries=RetriesConfig(**res.retries.model_dump()) if res.retries else RetriesConfig(),
         timeouts=TimeoutsConfig(**res.timeouts.model_dump()) if res.timeouts else TimeoutsConfig(),
+        stream_rescue=(
+            StreamRescueConfig(**res.stream_rescue.model_dump())
+            if res.stream_rescue
+            else StreamRescueConfig()
+        ),
     )
     auto = AutoConfig(**root.auto.model_dump()) if root.auto else AutoConfig()
 

@@ -225,6 +225,12 @@ class Metrics(Collector):
             "Malformed upstream stream events skipped after the stream was committed.",
             ["provider"],
         )
+        self.stream_rescues = counter(
+            "omniroute_stream_rescues",
+            "Streams that failed after commit and were handed to a rescuing attempt, by the failed "
+            "provider and outcome (rescued or failed).",
+            ["provider", "outcome"],
+        )
         self.in_flight = 0
         self.state_degraded = 0
         self._mp_in_flight: Any = None
@@ -292,6 +298,9 @@ class Metrics(Collector):
             skipped = decision.extra.get("malformed_events_skipped")
             if skipped:
                 self.malformed_events.inc((provider,), skipped)
+        for rescue in decision.extra.get("stream_rescues") or ():
+            failed = str(rescue.get("failed") or "").split("/", 1)[0]
+            self.stream_rescues.inc((failed, "rescued" if rescue.get("by") else "failed"))
 
     def collect(self) -> Iterator[Metric]:
         """Metric families for the registry (called by ``generate_latest``); with several workers only
@@ -308,6 +317,7 @@ class Metrics(Collector):
             self.tokens,
             self.cost,
             self.malformed_events,
+            self.stream_rescues,
         ):
             yield c.family()
         for h in (self.latency, self.ttft, self.overhead):

@@ -18,14 +18,17 @@ from omniroute.errors import (
     ContextOverflow,
     ExclusionRecord,
     ModelUnavailable,
+    QuotaExhausted,
     UpstreamBadRequest,
     UpstreamError,
 )
 from omniroute.resilience._fmt import iso, until_text
 from omniroute.resilience.breaker import BreakerSettings, CircuitBreaker
+from omniroute.resilience.classify import cooldown_scope
 from omniroute.resilience.cooldown import ConnectionCooldown, CooldownSettings
 from omniroute.resilience.events import DEFAULT_EVENT_LOG_SIZE, TransitionLog
 from omniroute.resilience.filters import (
+    ANY_MODEL,
     BreakerFilter,
     CooldownFilter,
     FilterResult,
@@ -34,6 +37,7 @@ from omniroute.resilience.filters import (
     LockoutFilter,
     PreCallFilter,
     ProbeFilter,
+    account_lock_key,
     exclusion,
     lock_key,
 )
@@ -151,7 +155,8 @@ class Resilience:
         breakers, cooldowns, locks = await self.state.get_ladder_records(
             (c.provider.id for c in cands),
             (c.connection.id for c in cands),
-            (LockKey(c.provider.id, c.connection.id, c.model.id) for c in cands),
+            [*(LockKey(c.provider.id, c.connection.id, c.model.id) for c in cands)]
+            + [account_lock_key(c) for c in cands],
         )
         if _quiet(cands, ctx, breakers, cooldowns, locks):
             if ctx.min_context or ctx.required_capabilities:
@@ -237,10 +242,14 @@ class Resilience:
             self._settle_probe(key)
         provider, conn = cand.provider.id, cand.connection.id
         state = self.state
-        if not state.success_is_noop(provider, conn, cand.model.id):  # else nothing to reset
+        if not (
+            state.success_is_noop(provider, conn, cand.model.id)
+            or await state.success_resets_nothing(provider, conn, cand.model.id)
+        ):  # else nothing to reset
             await self.breaker.on_success(provider, now)
-            await self.cooldown.on_success(conn, now)
+            await self.cooldown.on_success(conn, now, cand.model.id)
             await self.lockout.on_success(LockKey(provider, conn, cand.model.id), now)
+            await self.lockout.on_success(LockKey(provider, conn, ANY_MODEL), now)
         await state.record_sample(key, now, latency_ms=latency_ms, ok=True, ttft_ms=ttft_ms)
         if headers:
             snapshot = parse_quota_headers(headers, now)
@@ -263,10 +272,13 @@ class Resilience:
         counted = await self.breaker.on_failure(cand.provider.id, err, now)
         if counted is None and was_probe:
             await self.breaker.release_probe(cand.provider.id, now)
-        await self.cooldown.on_failure(cand.connection.id, cand.provider.id, err, now)
+        scoped = cand.model.id if cooldown_scope(err, cand.provider.format) == "model" else ""
+        await self.cooldown.on_failure(cand.connection.id, cand.provider.id, err, now, scoped)
         if isinstance(err, ModelUnavailable) and cand.provider.model(cand.model.id) is None:
             return
         await self.lockout.on_failure(lock_key(cand), err, now)
+        if isinstance(err, QuotaExhausted) and err.account_wide:  # the account, not one model
+            await self.lockout.on_failure(account_lock_key(cand), err, now)
         if not isinstance(err, _NOT_TARGET_FAULT):
             await self.state.record_sample(cand.key, now, latency_ms=latency_ms or 0.0, ok=False)
 
@@ -286,9 +298,12 @@ class Resilience:
 
         ``{"now", "now_iso", "breakers": {provider: {state, failures, opened_at, reset_timeout_s,
         next_probe_at, probes_in_flight, last_error}}, "cooldowns": {connection_id: {provider,
-        until, backoff_level, reason, last_error}}, "invalid": {connection_id: {provider, reason,
-        since}}, "lockouts": [{provider, connection, model, until, level, reason}], "events": [...]}``.
-        Every instant is epoch seconds with an ``*_iso`` twin (UTC).
+        until, backoff_level, reason, last_error, model, reset_at}}, "invalid": {connection_id:
+        {provider, reason, since}}, "lockouts": [{provider, connection, model, until, level, reason}],
+        "events": [...]}``.
+        Every instant is epoch seconds with an ``*_iso`` twin (UTC). A cooldown's ``reset_at`` is the
+        upstream's own reset when its hint was longer than ``cooldown.max_hint_s`` (``until`` is the
+        capped end of the cooldown), else ``None`` (RESIL-13).
         """
         now = self.clock.time()
         breakers: dict[str, Any] = {}
@@ -319,6 +334,9 @@ class Resilience:
                     "backoff_level": c.backoff_level,
                     "reason": c.reason,
                     "last_error": c.last_error,
+                    "model": c.model or None,
+                    "reset_at": c.reset_at if c.reset_at > now else None,
+                    "reset_at_iso": iso(c.reset_at) if c.reset_at > now else None,
                 }
             if c.invalid:
                 invalid[cid] = {

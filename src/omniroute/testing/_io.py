@@ -1,5 +1,5 @@
-"""Small I/O helpers of the fake providers: heartbeats while a slow first token waits, SSE framing,
-padding for oversized bodies and the API key a request carried."""
+"""Small I/O helpers of the fake providers: heartbeats while a slow first token waits, SSE framing
+and the API key a request carried."""
 
 from __future__ import annotations
 
@@ -37,13 +37,6 @@ def _frame(event: Event, stamp: bool) -> bytes:
         payload = orjson.dumps(data)
     head = f"event: {event.name}\n".encode() if event.name else b""
     return head + b"data: " + payload + b"\n\n"
-
-
-def _padding(size: int, piece: int = 64 * 1024) -> list[bytes]:
-    """``size`` bytes of ``a`` in pieces of at most ``piece`` bytes (one shared buffer)."""
-    full, rest = divmod(size, piece)
-    block = b"a" * piece
-    return [block] * full + ([block[:rest]] if rest else [])
 
 
 def _sent_key(request: web.Request) -> str:

@@ -43,7 +43,8 @@ class UsageRecord(TypedDict, total=False):
     Token counts follow :class:`omniroute.values.Usage`: ``prompt_tokens`` includes ``cached_tokens``
     (cache reads) and ``cache_write_tokens`` (of which ``cache_write_1h_tokens``), ``completion_tokens``
     includes ``reasoning_tokens``. ``price_unknown`` marks a row priced at 0 because the model has no
-    known price.
+    known price; ``rescued`` marks a stream that failed after commit and was finished by a rescuing
+    attempt (``attempts`` then counts every attempt, the token counts sum them).
     """
 
     ts: float
@@ -69,6 +70,7 @@ class UsageRecord(TypedDict, total=False):
     cache_write_1h_tokens: int
     reasoning_tokens: int
     price_unknown: bool
+    rescued: bool
 
 
 _USAGE_DEFAULTS: Final[Mapping[str, Any]] = {
@@ -94,6 +96,7 @@ _USAGE_DEFAULTS: Final[Mapping[str, Any]] = {
     "cache_write_1h_tokens": 0,
     "reasoning_tokens": 0,
     "price_unknown": False,
+    "rescued": False,
 }
 
 
