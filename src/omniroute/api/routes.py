@@ -4,7 +4,8 @@
 One handler serves every format's routes: it authenticates the caller the ways the format's clients
 send keys (API-8), reads and decodes the JSON body, lets the route's ``read`` hook validate and
 translate it (a 400 naming the field, API-6), then runs the chat through
-:func:`~omniroute.api.chat.run_chat` or answers the token count. Every error before the engine runs
+:func:`~omniroute.api.chat.run_chat` or answers the token count
+(:func:`~omniroute.api.count_tokens.count_tokens`). Every error before the engine runs
 uses the format's error shape.
 """
 
@@ -25,10 +26,14 @@ from omniroute.api.asgi import (
     send_json,
 )
 from omniroute.api.chat import chat_request, run_chat, send_error
+from omniroute.api.count_tokens import count_tokens
 from omniroute.errors import GatewayError
 from omniroute.gateway import Gateway
 from omniroute.routing.resolve import resolve
 from omniroute.wire.base import Call, Inbound, Route, TokenCount, WireFormat
+from omniroute.wire.count_tokens import TOKEN_COUNT_HEADER
+
+COUNT_HEADER = TOKEN_COUNT_HEADER.encode()
 
 GwHandler = Callable[[Gateway, Scope, Receive, Send], Awaitable[None]]
 """A hot-path handler: the app calls it with its gateway and the ASGI triple."""
@@ -67,7 +72,12 @@ class FormatRoute:
                 gw.check_key_allows(key, got.model)
                 if got.resolve:
                     resolve(gw.registry, got.model)  # an unknown model is the same 404 as on a chat
-                await send_json(send, 200, got.body, [(b"x-request-id", req_id.encode("latin-1", "replace"))])
+                counted, source = await count_tokens(gw, got, self.name, headers)
+                extra = [
+                    (b"x-request-id", req_id.encode("latin-1", "replace")),
+                    (COUNT_HEADER, source.encode()),
+                ]
+                await send_json(send, 200, counted, extra)
                 return
             req = chat_request(
                 got.body, headers, client_format=self.name, request_id=req_id, api_key=key, raw=raw

@@ -9,8 +9,8 @@ Routes (``{base_url}`` is ``http://127.0.0.1:PORT``):
 | format | routes |
 |---|---|
 | OpenAI | ``POST /v1/chat/completions``, ``POST /v1/embeddings``, ``GET /v1/models`` |
-| Anthropic | ``POST /v1/messages``; ``GET /v1/models`` in Anthropic's shape when sent ``anthropic-version`` |
-| Gemini | ``POST /v1beta/models/{model}:generateContent``, ``…:streamGenerateContent?alt=sse`` (also under ``/v1/models/``) |
+| Anthropic | ``POST /v1/messages``, ``…/count_tokens`` (``faults.count_tokens_of``); ``GET /v1/models`` in Anthropic's shape when sent ``anthropic-version`` |
+| Gemini | ``POST /v1beta/models/{model}:generateContent``, ``…:streamGenerateContent?alt=sse``, ``…:countTokens`` (like ``count_tokens``; also under ``/v1/models/``) |
 
 Streaming is chosen by ``"stream": true`` (OpenAI, Anthropic) or the ``:streamGenerateContent`` path
 (Gemini; always SSE). Every streamed event is written and flushed on its own.
@@ -63,7 +63,7 @@ argument fragment (the SPEC RESIL-9 commit point); the "preamble" is what comes 
 | ``faults-times-K`` | the stream faults (``error-event``, ``error-after-K``, ``cut-after-K``, ``stall-after-K``, ``malformed-at-K``) act only on the first K calls for this exact model name, later calls answer whole (per-provider counter, cleared by `reset`) |
 | ``no-prefill`` | refuse a conversation that ends with an assistant turn (a prefill) with 400 "This model does not support assistant message prefill. …", as models without prefill support do |
 | ``continue`` | a request that carries part of the answer is answered with the rest: after a final assistant turn (prefill) that begins the answer, the text after it (as Anthropic continues a prefill); after such an assistant turn and a user turn asking to go on, the text from the start of its last word on (repeating that word, as models asked in words often do) |
-| ``strict`` | refuse what strict real providers refuse in replayed conversations with a 400 in the format's shape: unknown OpenAI message keys, tool-call ids over 40 characters, Anthropic ids off ``^[a-zA-Z0-9_-]+$``, thinking blocks whose signature is not the one issued for their text or missing before a final ``tool_use`` with thinking on, Gemini calls of the current turn without their ``thoughtSignature`` (rules and wording: `omniroute.testing.strict`). As real models do, it also answers an Anthropic request with thinking on with a signed thinking block first, and Gemini function calls carry a ``thoughtSignature`` |
+| ``strict`` | refuse what strict real providers refuse in replayed conversations with a 400 in the format's shape: unknown OpenAI message keys, tool-call ids over 40 characters, Anthropic ids off ``^[a-zA-Z0-9_-]+$``, thinking blocks whose signature is not the one issued for their text or missing before a final ``tool_use`` with thinking on, Gemini calls of the current turn without their ``thoughtSignature`` (rules and wording: `omniroute.testing.strict`); an Anthropic request's ``cache_control`` breakpoints are accounted as Anthropic does — the first request writes its marked prefix, a repeat reads it (`omniroute.testing._cache`). As real models do, it also answers an Anthropic request with thinking on with a signed thinking block first, and Gemini function calls carry a ``thoughtSignature`` |
 
 Shapes. Error bodies: OpenAI ``{"error": {message, type, param, code}}`` (401 ``invalid_api_key``,
 404 ``model_not_found``, 429 ``rate_limit_exceeded``, 5xx type ``server_error``); Anthropic
@@ -107,7 +107,9 @@ import orjson
 from aiohttp import web
 
 from omniroute.testing._anthropic import AnthropicRenderer
+from omniroute.testing._cache import PromptCache
 from omniroute.testing._gemini import GeminiRenderer
+from omniroute.testing._io import _frame, _sent_key, _sleep_with_heartbeats
 from omniroute.testing._openai import OpenAIRenderer
 from omniroute.testing.faults import (
     DEFAULT_TOOL_NAME,
@@ -119,6 +121,7 @@ from omniroute.testing.faults import (
     Reply,
     ToolCall,
     continued,
+    count_tokens_of,
     count_words,
     default_message,
     padding,
@@ -208,6 +211,7 @@ class FakeProvider:
         self._port: int | None = None
         self._overrides: dict[str, str] = {}
         self._fail_counts: dict[str, int] = {}
+        self._cache = PromptCache()
         self._fault_counts: dict[str, int] = {}
         self._sequence = 0
         self._runner: web.AppRunner | None = None
@@ -293,16 +297,21 @@ class FakeProvider:
         )
 
     def reset(self) -> None:
-        """Forget recorded requests, cancellations and ``fail-N-times-K`` counters (keeps overrides)."""
+        """Forget recorded requests, cancellations, ``fail-N-times-K`` counters and cached prompt
+        prefixes (keeps overrides)."""
         self.requests.clear()
         self.cancelled = 0
         self.cancel_times.clear()
         self._fail_counts.clear()
+        self._cache.expires.clear()
         self._fault_counts.clear()
 
-    def set_behaviour(self, model: str, spec: str) -> None:
-        """Make requests for ``model`` (``*``: every model) behave as the grammar ``spec``; ``""`` answers."""
-        self._overrides[model] = spec
+    def set_behaviour(self, model: str, spec: str | None) -> None:
+        """Requests for ``model`` (``*``: all) behave as ``spec``; ``""`` answers; ``None`` forgets it."""
+        if spec is None:
+            self._overrides.pop(model, None)
+        else:
+            self._overrides[model] = spec
 
     def behaviour_for(self, model: str) -> Behaviour:
         """The `Behaviour` a request for ``model`` gets (override, else ``*`` override, else the name)."""
@@ -317,7 +326,10 @@ class FakeProvider:
                 web.post("/v1/embeddings", self._openai_embeddings),
             ]
         if "anthropic" in self.formats:
-            routes.append(web.post("/v1/messages", self._anthropic_messages))
+            routes += [
+                web.post("/v1/messages", self._anthropic_messages),
+                web.post("/v1/messages/count_tokens", self._count),
+            ]
         if "gemini" in self.formats:
             # Gemini serves both API versions; the google-genai SDK defaults to /v1.
             routes += [
@@ -333,17 +345,21 @@ class FakeProvider:
         return await self._serve(request, "openai", self._openai)
 
     async def _openai_embeddings(self, request: web.Request) -> web.StreamResponse:
-        return await self._serve(request, "openai", self._openai, embeddings=True)
+        return await self._serve(request, "openai", self._openai, kind="embeddings")
 
     async def _anthropic_messages(self, request: web.Request) -> web.StreamResponse:
         return await self._serve(request, "anthropic", self._anthropic)
 
+    async def _count(self, request: web.Request) -> web.StreamResponse:
+        return await self._serve(request, "anthropic", self._anthropic, kind="count")
+
     async def _gemini_generate(self, request: web.Request) -> web.StreamResponse:
         model, _, method = request.match_info["tail"].rpartition(":")
-        if method not in ("generateContent", "streamGenerateContent") or not model:
+        if method not in ("generateContent", "streamGenerateContent", "countTokens") or not model:
             return web.json_response(self._gemini.error_body(404, f"unknown method {method!r}"), status=404)
+        kind = "count" if method == "countTokens" else "chat"
         return await self._serve(
-            request, "gemini", self._gemini, model=model, stream=method == "streamGenerateContent"
+            request, "gemini", self._gemini, model=model, stream="stream" in method, kind=kind
         )
 
     async def _list_models(self, request: web.Request) -> web.StreamResponse:
@@ -394,7 +410,7 @@ class FakeProvider:
         *,
         model: str | None = None,
         stream: bool = False,
-        embeddings: bool = False,
+        kind: str = "chat",
     ) -> web.StreamResponse:
         received = time.monotonic()
         task = asyncio.current_task()
@@ -414,7 +430,7 @@ class FakeProvider:
                 return self._error(renderer, 400, "request body must be a JSON object")
             if model is None:
                 return self._error(renderer, 400, "model: field required")
-            return await self._respond(request, live, fmt, renderer, body, model, stream, embeddings)
+            return await self._respond(request, live, fmt, renderer, body, model, stream, kind)
         except asyncio.CancelledError:
             if not live.cut and not self._stopping:
                 self._note_cancel()
@@ -437,12 +453,13 @@ class FakeProvider:
         body: dict[str, Any],
         model: str,
         stream: bool,
-        embeddings: bool,
+        kind: str,
     ) -> web.StreamResponse:
         behaviour = self.behaviour_for(model)
         if behaviour.echo_key:
             message = behaviour.message or "Incorrect API key provided"
             behaviour = replace(behaviour, message=f"{message}: {_sent_key(request)}")
+        embeddings, body = kind == "embeddings", body.get("generateContentRequest") or body
         prompt = self._embedding_prompt(body, model) if embeddings else renderer.read(body, model, stream)
         delay_ms = behaviour.latency_ms + (0 if prompt.stream else behaviour.slow_ttft_ms)
         if delay_ms:
@@ -459,6 +476,9 @@ class FakeProvider:
             return web.json_response(payload, status=400, headers=self._headers(), dumps=_dumps)
         if behaviour.strict and not embeddings and (refused := violation(fmt, body)) is not None:
             return self._error(renderer, 400, refused)
+        if kind == "count":
+            key = "input_tokens" if fmt == "anthropic" else "totalTokens"
+            return web.json_response({key: count_tokens_of(body)}, headers=self._headers(), dumps=_dumps)
         if behaviour.no_prefill and prompt.prefill is not None:
             return self._error(renderer, 400, PREFILL_REFUSED)
         if behaviour.fault_times is not None:
@@ -466,6 +486,8 @@ class FakeProvider:
             behaviour = behaviour if count <= behaviour.fault_times else without_stream_faults(behaviour)
         if embeddings:
             return await self._complete(request, live, self._openai.embeddings(body, model), behaviour)
+        if behaviour.strict and fmt == "anthropic":
+            behaviour = self._cache.account(body, behaviour)
         reply = self._reply(prompt, behaviour)
         if not prompt.stream:
             return await self._complete(request, live, renderer.completion(reply), behaviour)
@@ -673,7 +695,7 @@ class FakeProviderThread:
     def reset(self) -> None:
         self._on_loop(self.provider.reset)
 
-    def set_behaviour(self, model: str, spec: str) -> None:
+    def set_behaviour(self, model: str, spec: str | None) -> None:
         self._on_loop(lambda: self.provider.set_behaviour(model, spec))
 
     def wait_until(self, predicate: Callable[[FakeProvider], bool], timeout_s: float = 10.0) -> None:
@@ -747,45 +769,6 @@ class FakeProviderThread:
             return call()
 
         return asyncio.run_coroutine_threadsafe(run(), loop).result(THREAD_TIMEOUT_S)
-
-
-async def _sleep_with_heartbeats(resp: web.StreamResponse, ms: int, heartbeat_ms: int) -> None:
-    """Sleep ``ms``; with ``heartbeat_ms`` write an SSE comment every ``heartbeat_ms`` meanwhile (what
-    llama.cpp, vLLM and proxies send while a slow model prepares its first token)."""
-    if not heartbeat_ms:
-        await asyncio.sleep(ms / 1000)
-        return
-    left = ms
-    while left > 0:
-        step = min(heartbeat_ms, left)
-        await asyncio.sleep(step / 1000)
-        left -= step
-        if left > 0:
-            await resp.write(b": keep-alive\n\n")
-
-
-def _frame(event: Event, stamp: bool) -> bytes:
-    if isinstance(event.data, str):
-        payload = event.data.encode()
-    else:
-        data = dict(event.data)
-        if stamp:
-            data["x_stamp_ns"] = time.time_ns()
-        payload = orjson.dumps(data)
-    head = f"event: {event.name}\n".encode() if event.name else b""
-    return head + b"data: " + payload + b"\n\n"
-
-
-def _sent_key(request: web.Request) -> str:
-    """The API key a request carried, in any of the three formats' places ("" when none)."""
-    bearer = request.headers.get("Authorization", "")
-    if bearer.lower().startswith("bearer "):
-        return bearer[7:].strip()
-    return (
-        request.headers.get("x-api-key")
-        or request.headers.get("x-goog-api-key")
-        or request.query.get("key", "")
-    )
 
 
 def _dumps(value: Any) -> str:

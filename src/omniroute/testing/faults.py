@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import math
 import re
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
@@ -370,6 +371,20 @@ def strings_of(value: object) -> str:
     if isinstance(value, dict):
         return " ".join(text for item in value.values() if (text := strings_of(item)))
     return ""
+
+
+COUNTED_KEYS = ("system", "messages", "contents", "systemInstruction", "tools")
+"""The request fields the fake's token-count endpoints count."""
+
+
+def count_tokens_of(body: Mapping[str, Any]) -> int:
+    """The fake's ``count_tokens`` / ``countTokens`` answer for a request ``body``: characters / 4,
+    rounded up (at least 1), over every string of its system prompt, messages or contents (roles
+    included) and tools — about what real tokenizers count for English; a Gemini
+    ``generateContentRequest`` wrapper is looked into."""
+    inner = body.get("generateContentRequest")
+    inner = inner if isinstance(inner, dict) else body
+    return max(1, math.ceil(len(strings_of([inner.get(k) for k in COUNTED_KEYS])) / 4))
 
 
 def positive_int(value: object) -> int | None:

@@ -11,7 +11,7 @@ on the multi-turn, tool-using conversations coding agents replay:
 | Anthropic | ``tool_use.id`` / ``tool_use_id`` match ``^[a-zA-Z0-9_-]+$`` | Anthropic: ``messages.I.content.J.id: String should match pattern '^[a-zA-Z0-9_-]+$'`` |
 | Anthropic | a ``thinking`` block's ``signature`` is the one issued for its text | Anthropic: ``messages.I.content.J: Invalid `signature` in `thinking` block`` |
 | Anthropic | with thinking on, the final assistant message that calls tools starts with a thinking block | Anthropic's extended-thinking rule: ``messages.I.content.0.type: Expected `thinking` or `redacted_thinking`, but found `tool_use`. When `thinking` is enabled, a final `assistant` message must start with a thinking block …`` |
-| Gemini | in the current turn, each model step's first ``functionCall`` carries its ``thoughtSignature`` | Gemini 3 thought signatures: ``Function call is missing a thought_signature in functionCall parts. …`` / ``Corrupted thought signature.`` |
+| Gemini | in the current turn, each model step's first ``functionCall`` carries its ``thoughtSignature`` (the one issued for that call, or one of the documented stand-ins for calls from another model) | Gemini 3 thought signatures: ``Function call is missing a thought_signature in functionCall parts. …`` / ``Corrupted thought signature.`` |
 
 The fake issues the signatures these rules check (`omniroute.testing.faults.signature_for`).
 """  # noqa: E501
@@ -31,6 +31,10 @@ OPENAI_MESSAGE_KEYS = frozenset(
 )
 _ANTHROPIC_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
 _THINKING_BLOCKS = ("thinking", "redacted_thinking")
+GEMINI_DUMMY_SIGNATURES = frozenset(
+    {"skip_thought_signature_validator", "context_engineering_is_the_way_to_go"}
+)
+"""The stand-in ``thoughtSignature`` values Gemini documents for function calls from other models."""
 
 
 def violation(fmt: str, body: Mapping[str, Any]) -> str | None:
@@ -135,6 +139,6 @@ def _gemini(body: Mapping[str, Any]) -> str | None:
                 "position 1. Please refer to https://ai.google.dev/gemini-api/docs/thought-signatures "
                 "for more details."
             )
-        if signature != call_signature(call):
+        if signature != call_signature(call) and signature not in GEMINI_DUMMY_SIGNATURES:
             return "Corrupted thought signature."
     return None

@@ -140,10 +140,59 @@ def text_of(content: Any) -> str:
 
 def collapse_text(parts: list[dict[str, Any]], sep: str = "") -> str | list[dict[str, Any]]:
     """Canonical content parts → one string joined with ``sep`` when they are all text (what every
-    OpenAI-compatible server accepts), else the parts unchanged."""
-    if all(p["type"] == "text" for p in parts):
+    OpenAI-compatible server accepts), else the parts unchanged; parts carrying a prompt-cache marker
+    (``cache_control``) are never merged, or the marker would lose its place."""
+    if all(p["type"] == "text" and "cache_control" not in p for p in parts):
         return sep.join(p["text"] for p in parts)
     return parts
+
+
+CACHE_CONTROL = "cache_control"
+"""A prompt-cache breakpoint (``{"type": "ephemeral", "ttl": "5m" | "1h"}``; Anthropic prompt-caching
+docs). Canonical requests keep it where the client put it — on a content part, a tool (next to
+``function``) or a tool message — for the upstreams that use it (Anthropic)."""
+
+
+def with_cache_marker(out: dict[str, Any], source: Any) -> dict[str, Any]:
+    """``out`` with ``source``'s ``cache_control`` (when it is an object) copied onto it."""
+    marker = source.get(CACHE_CONTROL) if isinstance(source, dict) else None
+    if isinstance(marker, dict):
+        out[CACHE_CONTROL] = marker
+    return out
+
+
+def _unmarked(obj: Any) -> Any:
+    return {k: v for k, v in obj.items() if k != CACHE_CONTROL} if isinstance(obj, dict) else obj
+
+
+def _unmarked_message(m: Any) -> Any:
+    if not isinstance(m, dict):
+        return m
+    content = m.get("content")
+    if isinstance(content, list):
+        m = {**m, "content": [_unmarked(p) for p in content]}
+    return _unmarked(m)
+
+
+def _unmarked_tool(t: Any) -> Any:
+    if isinstance(t, dict) and isinstance(t.get("function"), dict):
+        t = {**t, "function": _unmarked(t["function"])}
+    return _unmarked(t)
+
+
+def without_cache_markers(body: dict[str, Any]) -> dict[str, Any]:
+    """``body`` (canonical) without ``cache_control`` on messages, their content parts, tools and
+    functions — for upstreams that do not know the field and whose strict validation would refuse
+    it. ``body`` itself when it has none."""
+    messages, tools = body.get("messages"), body.get("tools")
+    if b'"cache_control"' not in orjson.dumps([messages, tools]):
+        return body
+    out = dict(body)
+    if isinstance(messages, list):
+        out["messages"] = [_unmarked_message(m) for m in messages]
+    if isinstance(tools, list):
+        out["tools"] = [_unmarked_tool(t) for t in tools]
+    return out
 
 
 def reasoning_text(message: Any) -> Any:
@@ -256,10 +305,14 @@ survive a round trip through any client format)."""
 
 def call_id(signature: str | None = None) -> str:
     """A fresh tool-call id, carrying ``signature`` (base64) URL-safe after :data:`SIG_SEP`."""
-    cid = new_id("call_")
-    if signature:
-        cid += SIG_SEP + signature.replace("+", "-").replace("/", "_").rstrip("=")
-    return cid
+    return with_signature(new_id("call_"), signature)
+
+
+def with_signature(tool_call_id: str, signature: str | None) -> str:
+    """``tool_call_id`` carrying a Gemini ``signature`` (base64) URL-safe after :data:`SIG_SEP`."""
+    if not signature:
+        return tool_call_id
+    return tool_call_id + SIG_SEP + signature.replace("+", "-").replace("/", "_").rstrip("=")
 
 
 def signature_of(tool_call_id: str) -> str | None:

@@ -145,12 +145,18 @@ class Inbound:
 @dataclass(frozen=True, slots=True)
 class TokenCount:
     """A token-count route's answer (Anthropic ``count_tokens``, Gemini ``countTokens``): ``body``
-    (e.g. ``{"input_tokens": 12}``) is sent once the API key may use ``model``; with ``resolve`` the
-    model must also be routable (an unknown one is the same 404 as on a chat request)."""
+    (e.g. ``{"input_tokens": 12}``, the local estimate) is sent once the API key may use ``model``;
+    with ``resolve`` the model must also be routable (an unknown one is the same 404 as on a chat
+    request). With the request as a ``canonical`` chat body (and the client's own ``native`` one), the
+    gateway first asks the target upstream or a tokenizer (:mod:`omniroute.wire.count_tokens`) and
+    puts that count under ``body[count_key]``."""
 
     model: str
     body: dict[str, Any]
     resolve: bool = False
+    canonical: dict[str, Any] | None = None
+    native: dict[str, Any] | None = None
+    count_key: str = ""
 
 
 Read = Callable[[dict[str, Any], Call], Awaitable[Inbound | TokenCount]]

@@ -433,8 +433,16 @@ def estimate_input_tokens(body: Mapping[str, Any]) -> int:
 
 
 async def read_count_tokens(body: dict[str, Any], call: Call) -> TokenCount:
-    """``POST /v1/messages/count_tokens`` → ``{"input_tokens": N}`` from the local estimate; the body
-    is validated as for ``/v1/messages`` and the model must be routable (404 naming ``model``)."""
+    """``POST /v1/messages/count_tokens`` → ``{"input_tokens": N}`` (the upstream's count, a tokenizer's
+    or the local estimate: :mod:`omniroute.wire.count_tokens`); the body is validated as for
+    ``/v1/messages`` and the model must be routable (404 naming ``model``)."""
     validate({"max_tokens": 1, **body}, model_required=call.model_required)
     model = str(call.headers.get("x-route-model") or body.get("model") or "")
-    return TokenCount(model, {"input_tokens": estimate_input_tokens(body)}, resolve=True)
+    return TokenCount(
+        model,
+        {"input_tokens": estimate_input_tokens(body)},
+        resolve=True,
+        canonical=to_canonical({"max_tokens": 1, **body}),
+        native=body,
+        count_key="input_tokens",
+    )

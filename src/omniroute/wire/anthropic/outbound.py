@@ -11,12 +11,15 @@ usage) and ``message_stop``. A failure after commit ends the stream with ``event
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from omniroute.errors import GatewayError
 from omniroute.values import ChatRequest, Usage
-from omniroute.wire._common import NATIVE, new_id, reasoning_text, sse, text_of, usage_numbers
+from omniroute.wire._common import NATIVE, new_id, reasoning_text, sse, text_of
 from omniroute.wire.anthropic.blocks import tool_use_block
+from omniroute.wire.reasoning import anthropic_block
 
 STOP_REASONS: dict[str, str] = {
     "stop": "end_turn",
@@ -62,14 +65,24 @@ def message_id(cid: Any) -> str:
     return new_id("msg_")
 
 
-def anthropic_usage(prompt: int, completion: int, cached: int) -> dict[str, int]:
-    """Canonical token counts → Anthropic ``usage`` (``input_tokens`` excludes cache reads)."""
-    return {
-        "input_tokens": max(prompt - cached, 0),
-        "output_tokens": completion,
-        "cache_creation_input_tokens": 0,
-        "cache_read_input_tokens": cached,
+def anthropic_usage(u: Usage) -> dict[str, Any]:
+    """Canonical usage → Anthropic ``usage``: ``input_tokens`` excludes cache reads
+    (``cache_read_input_tokens``) and writes (``cache_creation_input_tokens``, split by lifetime in
+    ``cache_creation.ephemeral_5m_input_tokens`` / ``ephemeral_1h_input_tokens`` when there are
+    any; Anthropic prompt-caching docs)."""
+    written = u.cache_write_tokens
+    out: dict[str, Any] = {
+        "input_tokens": max(u.prompt_tokens - u.cached_tokens - written, 0),
+        "output_tokens": u.completion_tokens,
+        "cache_creation_input_tokens": written,
+        "cache_read_input_tokens": u.cached_tokens,
     }
+    if written:
+        out["cache_creation"] = {
+            "ephemeral_5m_input_tokens": max(written - u.cache_write_1h_tokens, 0),
+            "ephemeral_1h_input_tokens": u.cache_write_1h_tokens,
+        }
+    return out
 
 
 def stop_reason(finish: Any, had_tools: bool) -> str:
@@ -88,7 +101,7 @@ def render_message(resp: dict[str, Any]) -> dict[str, Any]:
     content: list[dict[str, Any]] = []
     reasoning = reasoning_text(msg)
     if msg.get("thinking_blocks"):
-        content += [dict(b) for b in msg["thinking_blocks"]]
+        content += [anthropic_block(b) for b in msg["thinking_blocks"] if isinstance(b, dict)]
     elif reasoning:
         content.append({"type": "thinking", "thinking": reasoning, "signature": ""})
     text = text_of(msg.get("content"))
@@ -104,12 +117,18 @@ def render_message(resp: dict[str, Any]) -> dict[str, Any]:
         "content": content,
         "stop_reason": stop_reason(choice.get("finish_reason"), bool(calls)),
         "stop_sequence": None,
-        "usage": anthropic_usage(*usage_numbers(resp.get("usage"))),
+        "usage": anthropic_usage(Usage.from_openai(resp.get("usage")) or Usage()),
     }
 
 
 class AnthropicStreamEncoder:
     """Canonical chunks → Anthropic SSE events (stateful; one per response).
+
+    ``message_start.usage`` carries the upstream's numbers when its first chunk has them (an
+    Anthropic-format upstream); otherwise (OpenAI- and Gemini-format upstreams report usage only at
+    the end) ``input_tokens`` is the gateway's estimate from ``prompt_estimate`` (≈ characters / 4),
+    and ``message_delta.usage`` at the end carries the upstream's true numbers, cache reads and writes
+    included (docs/CLIENTS.md).
 
     Blocks open lazily on the first non-empty delta of their kind (thinking, text, or one tool_use per
     tool-call index, opened with its ``id`` and ``name``; argument fragments become
@@ -119,6 +138,7 @@ class AnthropicStreamEncoder:
 
     __slots__ = (
         "block",
+        "estimate",
         "finish",
         "id",
         "kind",
@@ -131,7 +151,8 @@ class AnthropicStreamEncoder:
         "usage",
     )
 
-    def __init__(self, model: str = "") -> None:
+    def __init__(self, model: str = "", prompt_estimate: Callable[[], int] | None = None) -> None:
+        self.estimate = prompt_estimate
         self.id = ""
         self.model = model
         self.started = False
@@ -155,8 +176,10 @@ class AnthropicStreamEncoder:
         self.started = True
         self.id = message_id(ch.get("id"))
         self.model = ch.get("model") or self.model
-        prompt, _, cached = usage_numbers(ch.get("usage"))
-        usage = anthropic_usage(prompt, 0, cached)
+        start = Usage.from_openai(ch.get("usage"))
+        if start is None:
+            start = Usage(prompt_tokens=self.estimate() if self.estimate is not None else 0)
+        usage = anthropic_usage(replace(start, completion_tokens=0))
         return sse(
             "message_start",
             {
@@ -208,6 +231,26 @@ class AnthropicStreamEncoder:
             out += self._choice(c)
         return out
 
+    def _thinking_blocks(self, blocks: Any) -> bytes:
+        """Complete thinking blocks (``delta.thinking_blocks``): the open thinking block gets its
+        ``signature_delta`` and closes; a block that was not streamed as text is sent whole."""
+        out = b""
+        for b in blocks if isinstance(blocks, list) else ():
+            if not isinstance(b, dict):
+                continue
+            block = anthropic_block(b)
+            if block["type"] == "redacted_thinking":
+                out += self._open("redacted_thinking", block) + self._close()
+                continue
+            if self.kind != "thinking":
+                out += self._open("thinking", {"type": "thinking", "thinking": "", "signature": ""})
+                if block["thinking"]:
+                    out += self._delta(self.block, {"type": "thinking_delta", "thinking": block["thinking"]})
+            if block.get("signature"):
+                out += self._delta(self.block, {"type": "signature_delta", "signature": block["signature"]})
+            out += self._close()
+        return out
+
     def _choice(self, c: dict[str, Any]) -> bytes:
         out = b""
         d = c.get("delta") or {}
@@ -216,6 +259,8 @@ class AnthropicStreamEncoder:
             if self.kind != "thinking":
                 out += self._open("thinking", {"type": "thinking", "thinking": "", "signature": ""})
             out += self._delta(self.block, {"type": "thinking_delta", "thinking": reasoning})
+        if d.get("thinking_blocks"):
+            out += self._thinking_blocks(d["thinking_blocks"])
         if d.get("content"):
             if self.kind != "text":
                 out += self._open("text", {"type": "text", "text": ""})
@@ -247,16 +292,13 @@ class AnthropicStreamEncoder:
             return b"" if self.stopped else sse("message_stop", {"type": "message_stop"})
         out = b"" if self.started else self._message_start({})
         out += self._close()
-        if usage is not None:
-            prompt, completion, cached = usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens
-        else:
-            prompt, completion, cached = usage_numbers(self.usage)
+        final = usage if usage is not None else Usage.from_openai(self.usage) or Usage()
         out += sse(
             "message_delta",
             {
                 "type": "message_delta",
                 "delta": {"stop_reason": stop_reason(self.finish, bool(self.tools)), "stop_sequence": None},
-                "usage": anthropic_usage(prompt, completion, cached),
+                "usage": anthropic_usage(final),
             },
         )
         return out + sse("message_stop", {"type": "message_stop"})
@@ -278,7 +320,7 @@ class AnthropicSurface:
         return render_message(response)
 
     def encoder(self, req: ChatRequest) -> AnthropicStreamEncoder:
-        return AnthropicStreamEncoder(req.model)
+        return AnthropicStreamEncoder(req.model, lambda: req.prompt_estimate)
 
 
 SURFACE = AnthropicSurface()

@@ -28,6 +28,7 @@ from omniroute.providers.upstream import UpstreamRequest
 from omniroute.resilience.classify import classify_http, error_from_payload
 from omniroute.values import Candidate, ChatRequest, Usage
 from omniroute.wire._common import (
+    CACHE_CONTROL,
     DEFAULT_MAX_TOKENS,
     EFFORT_BUDGETS,
     NATIVE,
@@ -42,8 +43,12 @@ from omniroute.wire._common import (
     parse_data_url,
     sse_frame,
     usage_dict,
+    with_cache_marker,
 )
 from omniroute.wire.anthropic.blocks import assistant_message, tool_use_block
+from omniroute.wire.anthropic.replay import native_for_upstream, unsigned_tool_turn
+from omniroute.wire.reasoning import ANTHROPIC, anthropic_blocks
+from omniroute.wire.tool_ids import upstream_tool_id
 
 ANTHROPIC_VERSION = "2023-06-01"
 """The ``anthropic-version`` header sent upstream unless an Anthropic client sent its own."""
@@ -79,10 +84,7 @@ def messages_url(base_url: str) -> str:
 
 
 def _text_block(part: Mapping[str, Any], text: str) -> dict[str, Any]:
-    block: dict[str, Any] = {"type": "text", "text": text}
-    if part.get("cache_control"):
-        block["cache_control"] = part["cache_control"]
-    return block
+    return with_cache_marker({"type": "text", "text": text}, part)
 
 
 def _image_block(url: str) -> dict[str, Any]:
@@ -107,32 +109,36 @@ def _content_blocks(content: Any) -> list[dict[str, Any]]:
             img = part.get("image_url")
             url = img.get("url") if isinstance(img, dict) else img
             if isinstance(url, str) and url:
-                blocks.append(_image_block(url))
+                blocks.append(with_cache_marker(_image_block(url), part))
         elif kind == "file":
             f = part.get("file") or {}
             data = parse_data_url(str(f.get("file_data") or ""))
             if data is not None:
-                blocks.append(
-                    {"type": "document", "source": {"type": "base64", "media_type": data[0], "data": data[1]}}
-                )
+                doc = {
+                    "type": "document",
+                    "source": {"type": "base64", "media_type": data[0], "data": data[1]},
+                }
+                blocks.append(with_cache_marker(doc, part))
     return blocks
 
 
 def _assistant_blocks(msg: Mapping[str, Any]) -> list[dict[str, Any]]:
-    blocks: list[dict[str, Any]] = [
-        dict(b)
-        for b in msg.get("thinking_blocks") or ()
-        if isinstance(b, dict) and b.get("type") in ("thinking", "redacted_thinking")
-    ]
+    """An assistant message → blocks: the thinking Anthropic can verify (reasoning of other families
+    is dropped, never sent unsigned), text, then ``tool_use`` with ids mapped to Anthropic's rules."""
+    blocks = anthropic_blocks(msg.get("thinking_blocks") or ())
     blocks += _content_blocks(msg.get("content"))
-    blocks += [tool_use_block(tc) for tc in msg.get("tool_calls") or ()]
+    for tc in msg.get("tool_calls") or ():
+        block = tool_use_block(tc)
+        block["id"] = upstream_tool_id(block["id"], ANTHROPIC)
+        blocks.append(block)
     return blocks
 
 
 def _tool_result(msg: Mapping[str, Any]) -> dict[str, Any]:
     content = msg.get("content")
     result: Any = content if isinstance(content, str) else _content_blocks(content)
-    return {"type": "tool_result", "tool_use_id": msg.get("tool_call_id") or "", "content": result}
+    tool_use_id = upstream_tool_id(str(msg.get("tool_call_id") or ""), ANTHROPIC)
+    return with_cache_marker({"type": "tool_result", "tool_use_id": tool_use_id, "content": result}, msg)
 
 
 def _append(out: list[dict[str, Any]], role: str, blocks: list[dict[str, Any]]) -> None:
@@ -188,7 +194,7 @@ def _tools(tools: Any) -> list[dict[str, Any]]:
         }
         if fn.get("description"):
             tool["description"] = fn["description"]
-        out.append(tool)
+        out.append(with_cache_marker(tool, fn if CACHE_CONTROL in fn else t))
     return out
 
 
@@ -204,17 +210,6 @@ def _tool_choice(choice: Any, parallel: Any) -> dict[str, Any] | None:
         if tc["type"] != "none":
             tc["disable_parallel_tool_use"] = True
     return tc
-
-
-def _unsigned_tool_turn(messages: list[dict[str, Any]]) -> bool:
-    """True when the last assistant turn calls a tool but does not start with a thinking block:
-    with thinking on, Anthropic requires that turn to start with its signed thinking ("Expected
-    `thinking` or `redacted_thinking`, but found `tool_use`"; extended-thinking guide, tool use)."""
-    last = next((m for m in reversed(messages) if m.get("role") == "assistant"), None)
-    blocks = last.get("content") if last is not None else None
-    if not isinstance(blocks, list) or not any(b.get("type") == "tool_use" for b in blocks):
-        return False
-    return blocks[0].get("type") not in ("thinking", "redacted_thinking")
 
 
 def to_anthropic_request(body: Mapping[str, Any], cand: Candidate) -> dict[str, Any]:
@@ -251,7 +246,7 @@ def to_anthropic_request(body: Mapping[str, Any], cand: Candidate) -> dict[str, 
     if isinstance(effort, str) and effort in EFFORT_BUDGETS:
         budget = min(EFFORT_BUDGETS[effort], out["max_tokens"] - 1)
         forced = out.get("tool_choice", {}).get("type") in ("any", "tool")
-        if budget >= MIN_THINKING_BUDGET and not forced and not _unsigned_tool_turn(messages):
+        if budget >= MIN_THINKING_BUDGET and not forced and not unsigned_tool_turn(messages):
             out["thinking"] = {"type": "enabled", "budget_tokens": budget}
             out.pop("temperature", None)
             out.pop("top_p", None)
@@ -321,6 +316,7 @@ class AnthropicStreamParser:
         "prompt",
         "provider",
         "saw_usage",
+        "thinking",
         "tools",
     )
 
@@ -338,6 +334,7 @@ class AnthropicStreamParser:
         self.ntools = 0
         self.pending: dict[int, str] = {}
         self.got_args: set[int] = set()
+        self.thinking: dict[int, list[str]] = {}
 
     def feed(self, event: str, data: bytes) -> list[dict[str, Any]]:
         try:
@@ -383,6 +380,8 @@ class AnthropicStreamParser:
             return self._block_start(int(obj.get("index") or 0), obj.get("content_block") or {})
         if kind == "content_block_stop":
             idx = int(obj.get("index") or 0)
+            if idx in self.thinking:
+                return self._thinking_done(idx)
             args = self.pending.pop(idx, None)
             if args is not None and idx not in self.got_args:
                 return self._chunk(
@@ -436,9 +435,23 @@ class AnthropicStreamParser:
             )
         if kind == "text" and block.get("text"):
             return self._chunk({"content": block["text"]})
-        if kind == "thinking" and block.get("thinking"):
-            return self._chunk({"reasoning_content": block["thinking"]})
+        if kind == "thinking":
+            self.thinking[idx] = [str(block.get("thinking") or ""), str(block.get("signature") or "")]
+            return self._chunk({"reasoning_content": block["thinking"]}) if block.get("thinking") else None
+        if kind == "redacted_thinking":
+            return self._chunk(
+                {"thinking_blocks": [{"type": "redacted_thinking", "data": block.get("data")}]}
+            )
         return None
+
+    def _thinking_done(self, idx: int) -> dict[str, Any] | None:
+        """A thinking block is complete: one delta carrying it whole (text and signature) as
+        ``thinking_blocks``, so the next turn can replay it (extended-thinking streaming guide)."""
+        text, signature = self.thinking.pop(idx)
+        if not signature:
+            return None
+        block = {"type": "thinking", "thinking": text, "signature": signature}
+        return self._chunk({"thinking_blocks": [block]})
 
     def _delta(self, idx: int, delta: dict[str, Any]) -> dict[str, Any] | None:
         kind = delta.get("type")
@@ -450,7 +463,11 @@ class AnthropicStreamParser:
                 {"tool_calls": [{"index": self.tools[idx], "function": {"arguments": delta["partial_json"]}}]}
             )
         if kind == "thinking_delta" and delta.get("thinking"):
+            if idx in self.thinking:
+                self.thinking[idx][0] += str(delta["thinking"])
             return self._chunk({"reasoning_content": delta["thinking"]})
+        if kind == "signature_delta" and idx in self.thinking:
+            self.thinking[idx][1] += str(delta.get("signature") or "")
         return None
 
 
@@ -476,7 +493,7 @@ class AnthropicAdapter:
     def build_request(self, cand: Candidate, req: ChatRequest, *, stream: bool) -> UpstreamRequest:
         passthrough = req.client_format == "anthropic" and req.native is not None
         if passthrough and req.native is not None:
-            body = dict(req.native)
+            body = native_for_upstream(req.native)
             _clamp_native(body, cand)
         else:
             body = to_anthropic_request(req.body, cand)

@@ -23,10 +23,20 @@ from collections.abc import Mapping
 from typing import Any
 
 from omniroute.errors import InvalidRequest
-from omniroute.wire._common import collapse_text, data_url, dumps, effort_for_budget, is_int, new_id
+from omniroute.wire._common import (
+    SIG_SEP,
+    collapse_text,
+    data_url,
+    dumps,
+    effort_for_budget,
+    is_int,
+    new_id,
+    with_signature,
+)
 from omniroute.wire.base import Call, Inbound, TokenCount
 from omniroute.wire.gemini.outbound import SURFACE
 from omniroute.wire.openai.inbound import validate_chat_body
+from omniroute.wire.reasoning import blocks_from_encrypted
 
 PATH = re.compile(r"^/(?:v1|v1beta|v1alpha)/models/(.+):(generateContent|streamGenerateContent|countTokens)$")
 """The model-method paths the Gemini routes serve: ``(model, method)``."""
@@ -93,13 +103,22 @@ def _media(where: str, blob: Any, key: str) -> dict[str, Any]:
 
 
 class _Calls:
-    """Tool-call ids for ``functionCall`` parts and the matching of ``functionResponse`` parts."""
+    """Tool-call ids for ``functionCall`` parts and the matching of ``functionResponse`` parts; the
+    thinking blocks sealed in the current turn's call signatures (:mod:`omniroute.wire.reasoning`)."""
 
     def __init__(self) -> None:
         self.open: list[tuple[str, str]] = []  # (id, name) not yet answered, oldest first
+        self.blocks: list[dict[str, Any]] = []
 
-    def call(self, fc: Mapping[str, Any]) -> dict[str, Any]:
+    def call(self, fc: Mapping[str, Any], signature: Any = None) -> dict[str, Any]:
+        """A canonical tool call for ``fc``; a Gemini ``signature`` rides with the id, a gateway-sealed
+        one gives back the thinking blocks it carries (another family's reasoning)."""
         cid = str(fc.get("id") or new_id("call_"))
+        sealed = blocks_from_encrypted(signature)
+        if sealed:
+            self.blocks += sealed
+        elif isinstance(signature, str) and signature and SIG_SEP not in cid:
+            cid = with_signature(cid, signature)
         name = str(fc.get("name") or "")
         self.open.append((cid, name))
         return {
@@ -139,6 +158,8 @@ def _turn(content: Any, i: int, calls: _Calls) -> list[dict[str, Any]]:
         }
         if tool_calls:
             msg["tool_calls"] = tool_calls
+        if calls.blocks:
+            msg["thinking_blocks"], calls.blocks = calls.blocks, []
         return [msg]
     out = results
     if texts:
@@ -166,7 +187,7 @@ def _parts(
         elif (blob := _get(p, "fileData")) is not None:
             texts.append(_media(f"{pw}.fileData", blob, "fileData"))
         elif isinstance(fc := _get(p, "functionCall"), dict):
-            tool_calls.append(calls.call(fc))
+            tool_calls.append(calls.call(fc, _get(p, "thoughtSignature")))
         elif isinstance(fr := _get(p, "functionResponse"), dict):
             results.append(
                 {"role": "tool", "tool_call_id": calls.answer(fr), "content": dumps(fr.get("response") or {})}
@@ -463,16 +484,35 @@ def _validate_canonical(canonical: dict[str, Any]) -> None:
         raise InvalidRequest(err.message.replace(f"'{err.param}'", f"'{name}'"), param=name) from None
 
 
+def _count_tokens(body: dict[str, Any], model: str) -> TokenCount:
+    """``countTokens``: the local estimate, and the request as a chat for a better count (none when
+    the body does not read as one: the estimate is answered then)."""
+    inner = body.get("generateContentRequest")
+    inner = inner if isinstance(inner, dict) else body
+    try:
+        canonical: dict[str, Any] | None = to_canonical(inner, model, stream=False)
+    except InvalidRequest:
+        canonical = None
+    return TokenCount(
+        model,
+        {"totalTokens": estimate_tokens(body)},
+        canonical=canonical,
+        native=inner,
+        count_key="totalTokens",
+    )
+
+
 async def read_model_method(body: dict[str, Any], call: Call) -> Inbound | TokenCount:
-    """One request on a :data:`PATH` route: ``countTokens`` → ``{"totalTokens": N}`` from the local
-    estimate; ``generateContent`` / ``streamGenerateContent`` → the canonical request (validated like
-    an OpenAI one), the client's body kept for Gemini upstreams (same-format pass-through)."""
+    """One request on a :data:`PATH` route: ``countTokens`` → ``{"totalTokens": N}`` (the upstream's
+    count, a tokenizer's or the local estimate: :mod:`omniroute.wire.count_tokens`);
+    ``generateContent`` / ``streamGenerateContent`` → the canonical request (validated like an OpenAI
+    one), the client's body kept for Gemini upstreams (same-format pass-through)."""
     m = PATH.match(call.path)
     model, method = (m.group(1), m.group(2)) if m else ("", "")
     if not model:
         raise InvalidRequest("The model is missing from the URL.", param="model")
     if method == "countTokens":
-        return TokenCount(call.headers.get("x-route-model") or model, {"totalTokens": estimate_tokens(body)})
+        return _count_tokens(body, call.headers.get("x-route-model") or model)
     canonical = to_canonical(body, model, stream=method == "streamGenerateContent")
     _validate_canonical(canonical)
     return Inbound(canonical, SURFACE, native=body)

@@ -26,6 +26,7 @@ from omniroute.wire._common import (
     sse,
     usage_numbers,
 )
+from omniroute.wire.reasoning import anthropic_blocks, encrypted_content, merge_thinking_delta
 
 FINISH_REASONS: dict[str, str] = {
     "stop": "STOP",
@@ -89,6 +90,18 @@ def call_part(tool_call_id: str, name: str, arguments: Any, *, with_id: bool = T
     return part
 
 
+def seal_thinking(parts: list[dict[str, Any]], blocks: Any) -> list[dict[str, Any]]:
+    """``parts`` with another family's replayable thinking ``blocks`` sealed into the first
+    ``functionCall`` part's ``thoughtSignature`` (Gemini clients send call signatures back unchanged;
+    the gateway unseals it on the next turn: :mod:`omniroute.wire.reasoning`). A part that already
+    carries a Gemini signature keeps it."""
+    sealed = encrypted_content(anthropic_blocks(blocks or ()))
+    first = next((p for p in parts if "functionCall" in p), None)
+    if sealed is not None and first is not None and "thoughtSignature" not in first:
+        first["thoughtSignature"] = sealed
+    return parts
+
+
 def finish_reason(finish: Any) -> str:
     return FINISH_REASONS.get(str(finish), "OTHER") if finish else "STOP"
 
@@ -116,6 +129,7 @@ def render_response(resp: dict[str, Any]) -> dict[str, Any]:
             parts.append(
                 call_part(str(tc.get("id") or new_id("call_")), fn.get("name") or "", fn.get("arguments"))
             )
+        seal_thinking(parts, msg.get("thinking_blocks"))
         candidates.append(
             {
                 "content": {"role": "model", "parts": parts or [{"text": ""}]},
@@ -141,9 +155,10 @@ class GeminiStreamEncoder:
     assembled and sent whole with the finish reason and usage in the final event (from :meth:`end`).
     Pass-through chunks (:data:`NATIVE`) are forwarded unchanged."""
 
-    __slots__ = ("calls", "finish", "id", "model", "native")
+    __slots__ = ("blocks", "calls", "finish", "id", "model", "native")
 
     def __init__(self, model: str = "") -> None:
+        self.blocks: list[dict[str, Any]] = []
         self.model = model
         self.id = ""
         self.native = False
@@ -193,6 +208,7 @@ class GeminiStreamEncoder:
                 parts.append({"text": reasoning, "thought": True})
             if d.get("content"):
                 parts.append({"text": d["content"]})
+            merge_thinking_delta(self.blocks, d)
             for pos, tc in enumerate(d.get("tool_calls") or ()):
                 call = self.calls.setdefault(tc.get("index", pos), {"id": "", "name": "", "arguments": ""})
                 fn = tc.get("function") or {}
@@ -210,11 +226,12 @@ class GeminiStreamEncoder:
             call_part(c["id"] or new_id("call_"), c["name"], c["arguments"])
             for _, c in sorted(self.calls.items())
         ]
+        seal_thinking(parts, self.blocks)
         u = usage or Usage()
         return self._event(
             parts,
             finish_reason(self.finish),
-            usage_metadata(u.prompt_tokens, u.completion_tokens, u.cached_tokens),
+            usage_metadata(u.prompt_tokens, u.completion_tokens, u.cached_tokens, u.reasoning_tokens),
         )
 
     def error(self, err: GatewayError) -> bytes:

@@ -49,6 +49,7 @@ from omniroute.wire._common import (
     usage_dict,
 )
 from omniroute.wire.gemini.outbound import call_part
+from omniroute.wire.reasoning import GEMINI_SKIP_SIGNATURE, SEAL_PREFIX
 
 FINISH_REASONS: dict[str, str] = {
     "STOP": "stop",
@@ -199,15 +200,19 @@ def to_gemini_contents(messages: Any) -> tuple[list[dict[str, Any]], list[dict[s
             add("user", content_parts(m.get("content")))
         elif role == "assistant":
             parts = content_parts(m.get("content"))
+            calls = []
             for tc in m.get("tool_calls") or ():
                 fn = tc.get("function") or {}
                 names[str(tc.get("id"))] = str(fn.get("name") or "")
-                parts.append(
+                calls.append(
                     call_part(
                         str(tc.get("id") or ""), fn.get("name") or "", fn.get("arguments"), with_id=False
                     )
                 )
-            add("model", parts)
+            if calls and not any("thoughtSignature" in c for c in calls):
+                # calls another family made: Gemini's documented stand-in signature (thought-signatures FAQ)
+                calls[0]["thoughtSignature"] = GEMINI_SKIP_SIGNATURE
+            add("model", parts + calls)
         elif role in ("tool", "function"):
             name = names.get(str(m.get("tool_call_id")), str(m.get("name") or ""))
             add(
@@ -461,12 +466,39 @@ class GeminiStreamParser:
         return out
 
 
+def _native_part(part: Any) -> Any:
+    sig = part.get("thoughtSignature") if isinstance(part, dict) else None
+    if isinstance(sig, str) and sig.startswith(SEAL_PREFIX):
+        return {**part, "thoughtSignature": GEMINI_SKIP_SIGNATURE}
+    return part
+
+
+def native_for_gemini(body: Mapping[str, Any]) -> dict[str, Any]:
+    """A Gemini client's own body as Gemini accepts it: a call signature the gateway sealed (another
+    family's reasoning, :mod:`omniroute.wire.reasoning`) becomes Gemini's documented stand-in, which
+    Gemini accepts for calls it did not make ("Corrupted thought signature" otherwise). A shallow
+    copy; contents are copied only where a signature changed."""
+    out = dict(body)
+    contents = body.get("contents")
+    if isinstance(contents, list):
+        fixed = []
+        for c in contents:
+            parts = c.get("parts") if isinstance(c, dict) else None
+            if isinstance(parts, list):
+                new = [_native_part(p) for p in parts]
+                if any(a is not b for a, b in zip(new, parts, strict=True)):
+                    c = {**c, "parts": new}
+            fixed.append(c)
+        out["contents"] = fixed
+    return out
+
+
 class GeminiAdapter:
     """Adapter for the Gemini ``generateContent`` wire format."""
 
     def build_request(self, cand: Candidate, req: ChatRequest, *, stream: bool) -> UpstreamRequest:
         if req.client_format == "gemini" and req.native is not None:
-            body: dict[str, Any] = dict(req.native)
+            body: dict[str, Any] = native_for_gemini(req.native)
         else:
             body = to_gemini_request(req.body)
         cfg = body.get("generationConfig")

@@ -17,7 +17,9 @@ from omniroute.errors import MalformedEvent, StreamBroken, UpstreamError
 from omniroute.providers.upstream import UpstreamRequest
 from omniroute.resilience.classify import classify_http, error_from_payload
 from omniroute.values import Candidate, ChatRequest
-from omniroute.wire._common import auth_headers, base_url_for, clamp_output_tokens
+from omniroute.wire._common import auth_headers, base_url_for, clamp_output_tokens, without_cache_markers
+from omniroute.wire.reasoning import OPENAI
+from omniroute.wire.tool_ids import upstream_tool_id
 
 _DONE = b"[DONE]"
 
@@ -69,15 +71,48 @@ def without_foreign_reasoning(messages: list[Any], *, keep_text: bool) -> list[A
     return [{k: v for k, v in m.items() if k not in drop} if isinstance(m, dict) else m for m in messages]
 
 
+def _mapped_call(call: Any) -> Any:
+    cid = call.get("id") if isinstance(call, dict) else None
+    if not isinstance(cid, str):
+        return call
+    mapped = upstream_tool_id(cid, OPENAI)
+    return call if mapped == cid else {**call, "id": mapped}
+
+
+def _mapped_message(m: Any) -> Any:
+    if not isinstance(m, dict):
+        return m
+    out = m
+    calls = m.get("tool_calls")
+    if isinstance(calls, list):
+        mapped = [_mapped_call(c) for c in calls]
+        if any(a is not b for a, b in zip(mapped, calls, strict=True)):
+            out = {**out, "tool_calls": mapped}
+    tid = m.get("tool_call_id")
+    if isinstance(tid, str) and upstream_tool_id(tid, OPENAI) != tid:
+        out = {**out, "tool_call_id": upstream_tool_id(tid, OPENAI)}
+    return out
+
+
+def with_openai_tool_ids(messages: list[Any]) -> list[Any]:
+    """``messages`` with every tool-call id (``tool_calls[].id``, ``tool_call_id``) mapped to OpenAI's
+    rules (:func:`~omniroute.wire.tool_ids.upstream_tool_id`: no Gemini thought signature, at most 40
+    characters); the same list when none needs it."""
+    mapped = [_mapped_message(m) for m in messages]
+    return messages if all(a is b for a, b in zip(mapped, messages, strict=True)) else mapped
+
+
 class OpenAIAdapter:
     """Adapter for the OpenAI Chat Completions wire format (``POST {base_url}/chat/completions``)."""
 
     def build_request(self, cand: Candidate, req: ChatRequest, *, stream: bool) -> UpstreamRequest:
-        body = dict(req.body)
+        body = dict(req.body) if req.client_format == "openai" else without_cache_markers(dict(req.body))
         body["model"] = cand.model.id
         messages = body.get("messages")
         if isinstance(messages, list):
-            body["messages"] = without_foreign_reasoning(messages, keep_text=req.client_format == "openai")
+            body["messages"] = with_openai_tool_ids(
+                without_foreign_reasoning(messages, keep_text=req.client_format == "openai")
+            )
         for name in ("max_tokens", "max_completion_tokens"):
             value = body.get(name)
             if isinstance(value, int) and not isinstance(value, bool):

@@ -22,8 +22,17 @@ from collections.abc import Mapping
 from typing import Any
 
 from omniroute.errors import InvalidRequest
-from omniroute.wire._common import REASONING_EFFORTS, check_metadata, collapse_text, is_int, is_number
+from omniroute.wire._common import (
+    CACHE_CONTROL,
+    REASONING_EFFORTS,
+    check_metadata,
+    collapse_text,
+    is_int,
+    is_number,
+    with_cache_marker,
+)
 from omniroute.wire.base import Call, Inbound, ResponseStore
+from omniroute.wire.reasoning import blocks_from_encrypted
 from omniroute.wire.responses.outbound import ResponsesSurface, declared_tools
 
 ROLES = frozenset({"user", "assistant", "system", "developer"})
@@ -45,7 +54,7 @@ def _text_parts(content: Any, where: str) -> list[dict[str, Any]]:
     for j, p in enumerate(content):
         kind = p.get("type") if isinstance(p, dict) else None
         if kind in ("input_text", "output_text", "text", "summary_text", "reasoning_text"):
-            parts.append({"type": "text", "text": str(p.get("text") or "")})
+            parts.append(with_cache_marker({"type": "text", "text": str(p.get("text") or "")}, p))
         elif kind == "refusal":
             parts.append({"type": "text", "text": str(p.get("refusal") or "")})
         elif kind == "input_image":
@@ -59,19 +68,15 @@ def _text_parts(content: Any, where: str) -> list[dict[str, Any]]:
             image: dict[str, Any] = {"url": url}
             if p.get("detail") in ("low", "high", "auto"):
                 image["detail"] = p["detail"]
-            parts.append({"type": "image_url", "image_url": image})
+            parts.append(with_cache_marker({"type": "image_url", "image_url": image}, p))
         elif kind == "input_file":
             if not isinstance(p.get("file_data"), str):
                 raise _bad(
                     f"{where}.content[{j}].file_data",
                     f"'{where}.content[{j}].file_data' is required (file ids are not supported).",
                 )
-            parts.append(
-                {
-                    "type": "file",
-                    "file": {"filename": p.get("filename") or "file", "file_data": p["file_data"]},
-                }
-            )
+            file = {"filename": p.get("filename") or "file", "file_data": p["file_data"]}
+            parts.append(with_cache_marker({"type": "file", "file": file}, p))
         else:
             raise _bad(
                 f"{where}.content[{j}].type",
@@ -89,48 +94,82 @@ def _output_text(output: Any) -> str:
     return "" if output is None else str(output)
 
 
+def _reasoning(item: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:
+    """A ``reasoning`` input item → ``(reasoning text, replayable thinking blocks)``: the blocks the
+    gateway sealed in its ``encrypted_content`` (none for a value the gateway did not issue)."""
+    text = "".join(
+        str(p.get("text") or "") for p in item.get("content") or () if isinstance(p, dict)
+    ) or "".join(str(p.get("text") or "") for p in item.get("summary") or () if isinstance(p, dict))
+    return text, blocks_from_encrypted(item.get("encrypted_content"))
+
+
+def _attach(out: list[dict[str, Any]], text: str, blocks: list[dict[str, Any]]) -> None:
+    """Give the assistant message just added the reasoning that preceded it."""
+    msg = out[-1] if out else None
+    if msg is None or msg["role"] != "assistant":
+        return
+    if text:
+        msg["reasoning_content"] = (msg.get("reasoning_content") or "") + text
+    if blocks:
+        msg.setdefault("thinking_blocks", []).extend(blocks)
+
+
 def input_messages(items: Any) -> list[dict[str, Any]]:
     """``input`` (string or item list) → canonical messages; ``function_call`` items join the
-    preceding assistant message as ``tool_calls``; ``function_call_output`` → ``tool`` messages."""
+    preceding assistant message as ``tool_calls``; ``function_call_output`` → ``tool`` messages;
+    a ``reasoning`` item's text and sealed blocks go to the assistant message that follows it."""
     if isinstance(items, str):
         return [{"role": "user", "content": items}]
     if not isinstance(items, list):
         raise _bad("input", "'input' must be a string or an array of input items.")
     out: list[dict[str, Any]] = []
+    pending: tuple[str, list[dict[str, Any]]] = ("", [])
     for i, item in enumerate(items):
-        where = f"input[{i}]"
-        if not isinstance(item, dict):
-            raise _bad(where, f"'{where}' must be an object.")
-        kind = item.get("type") or ("message" if "role" in item else None)
-        if kind == "message":
-            role = item.get("role")
-            if not isinstance(role, str) or role not in ROLES:
-                raise _bad(
-                    f"{where}.role",
-                    f"'{where}.role' must be one of {', '.join(sorted(ROLES))}; got {role!r}.",
-                )
-            parts = _text_parts(item.get("content"), where)
-            if role == "assistant":
-                out.append({"role": "assistant", "content": "".join(str(p.get("text") or "") for p in parts)})
-            else:
-                out.append({"role": role, "content": collapse_text(parts)})
-        elif kind in ("function_call", "custom_tool_call"):
-            _append_call(out, item, where)
-        elif kind in ("function_call_output", "custom_tool_call_output"):
-            if not isinstance(item.get("call_id"), str):
-                raise _bad(f"{where}.call_id", f"'{where}.call_id' is required.")
-            out.append(
-                {"role": "tool", "tool_call_id": item["call_id"], "content": _output_text(item.get("output"))}
-            )
-        elif kind in ("reasoning", "item_reference", "additional_tools"):
-            continue  # additional_tools are read by declared_tools
-        else:
-            raise _bad(
-                f"{where}.type",
-                f"'{where}.type' must be message, function_call, function_call_output, custom_tool_call, "
-                f"custom_tool_call_output, reasoning, item_reference or additional_tools; got {kind!r}.",
-            )
+        if isinstance(item, dict) and item.get("type") == "reasoning":
+            text, blocks = _reasoning(item)
+            pending = (pending[0] + text, pending[1] + blocks)
+            continue
+        _input_item(out, item, i)
+        if pending[0] or pending[1]:
+            _attach(out, *pending)
+            pending = ("", [])
     return out
+
+
+def _input_item(out: list[dict[str, Any]], item: Any, i: int) -> None:
+    """One input item (not ``reasoning``) → canonical messages appended to ``out``."""
+    where = f"input[{i}]"
+    if not isinstance(item, dict):
+        raise _bad(where, f"'{where}' must be an object.")
+    kind = item.get("type") or ("message" if "role" in item else None)
+    if kind == "message":
+        role = item.get("role")
+        if not isinstance(role, str) or role not in ROLES:
+            raise _bad(
+                f"{where}.role",
+                f"'{where}.role' must be one of {', '.join(sorted(ROLES))}; got {role!r}.",
+            )
+        parts = _text_parts(item.get("content"), where)
+        if role == "assistant" and not any(CACHE_CONTROL in p for p in parts):
+            out.append({"role": "assistant", "content": "".join(str(p.get("text") or "") for p in parts)})
+        else:
+            out.append({"role": role, "content": collapse_text(parts)})
+    elif kind in ("function_call", "custom_tool_call"):
+        _append_call(out, item, where)
+    elif kind in ("function_call_output", "custom_tool_call_output"):
+        if not isinstance(item.get("call_id"), str):
+            raise _bad(f"{where}.call_id", f"'{where}.call_id' is required.")
+        out.append(
+            {"role": "tool", "tool_call_id": item["call_id"], "content": _output_text(item.get("output"))}
+        )
+    elif kind in ("item_reference", "additional_tools"):
+        return  # additional_tools are read by declared_tools
+    else:
+        raise _bad(
+            f"{where}.type",
+            f"'{where}.type' must be message, function_call, function_call_output, custom_tool_call, "
+            f"custom_tool_call_output, reasoning, item_reference or additional_tools; got {kind!r}.",
+        )
 
 
 def _append_call(out: list[dict[str, Any]], item: Mapping[str, Any], where: str) -> None:
@@ -199,7 +238,7 @@ def _tools(body: Mapping[str, Any]) -> list[dict[str, Any]]:
             )
         seen.add(t["name"])
         if t["type"] == "custom":
-            out.append({"type": "function", "function": _custom_function(t)})
+            out.append(with_cache_marker({"type": "function", "function": _custom_function(t)}, t))
             continue
         fn: dict[str, Any] = {
             "name": t["name"],
@@ -209,7 +248,7 @@ def _tools(body: Mapping[str, Any]) -> list[dict[str, Any]]:
             fn["description"] = t["description"]
         if isinstance(t.get("strict"), bool):
             fn["strict"] = t["strict"]
-        out.append({"type": "function", "function": fn})
+        out.append(with_cache_marker({"type": "function", "function": fn}, t))
     return out
 
 

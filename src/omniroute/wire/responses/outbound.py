@@ -28,9 +28,10 @@ from typing import Any
 
 from omniroute.errors import GatewayError, InvalidRequest
 from omniroute.values import ChatRequest, Usage
-from omniroute.wire._common import SSE_COMMENT, new_id, reasoning_text, sse, text_of, usage_numbers
+from omniroute.wire._common import SSE_COMMENT, new_id, reasoning_text, sse, text_of
 from omniroute.wire.base import ResponseStore
 from omniroute.wire.openai.outbound import openai_error
+from omniroute.wire.reasoning import encrypted_content, merge_thinking_delta
 
 log = logging.getLogger("omniroute.api")
 
@@ -86,14 +87,20 @@ def custom_input(arguments: str) -> str:
     return arguments
 
 
-def responses_usage(prompt: int, completion: int, cached: int, reasoning: int = 0) -> dict[str, Any]:
-    """Token counts → a Responses ``usage`` object."""
+def responses_usage(u: Usage) -> dict[str, Any]:
+    """Canonical usage → a Responses ``usage`` object: ``input_tokens`` includes cache reads
+    (``input_tokens_details.cached_tokens``) and writes (``cache_write_tokens``, of which
+    ``cache_write_1h_tokens`` for one hour, as OpenRouter reports them), ``output_tokens`` includes
+    ``output_tokens_details.reasoning_tokens``."""
+    details: dict[str, int] = {"cached_tokens": u.cached_tokens, "cache_write_tokens": u.cache_write_tokens}
+    if u.cache_write_1h_tokens:
+        details["cache_write_1h_tokens"] = u.cache_write_1h_tokens
     return {
-        "input_tokens": prompt,
-        "input_tokens_details": {"cached_tokens": cached, "cache_write_tokens": 0},
-        "output_tokens": completion,
-        "output_tokens_details": {"reasoning_tokens": reasoning},
-        "total_tokens": prompt + completion,
+        "input_tokens": u.prompt_tokens,
+        "input_tokens_details": details,
+        "output_tokens": u.completion_tokens,
+        "output_tokens_details": {"reasoning_tokens": u.reasoning_tokens},
+        "total_tokens": u.total_tokens,
     }
 
 
@@ -169,14 +176,32 @@ def _call_item(
     }
 
 
-def _reasoning_item(text: str, item_id: str | None = None) -> dict[str, Any]:
-    return {
+ENCRYPTED_REASONING = "reasoning.encrypted_content"
+"""The ``include`` value asking for reasoning items' ``encrypted_content`` (Responses API reference)."""
+
+
+def wants_encrypted(body: Mapping[str, Any]) -> bool:
+    """Whether the request's ``include`` asks for ``reasoning.encrypted_content``."""
+    include = body.get("include")
+    return isinstance(include, list) and ENCRYPTED_REASONING in include
+
+
+def _reasoning_item(
+    text: str, item_id: str | None = None, blocks: Any = None, encrypted: bool = False
+) -> dict[str, Any]:
+    """A ``reasoning`` output item; with ``encrypted`` and replayable ``blocks`` its
+    ``encrypted_content`` carries them (:func:`~omniroute.wire.reasoning.encrypted_content`)."""
+    item: dict[str, Any] = {
         "id": item_id or new_id("rs_"),
         "type": "reasoning",
         "summary": [],
         "content": [{"type": "reasoning_text", "text": text}],
         "status": "completed",
     }
+    sealed = encrypted_content(blocks) if encrypted else None
+    if sealed is not None:
+        item["encrypted_content"] = sealed
+    return item
 
 
 def render_response(
@@ -187,8 +212,9 @@ def render_response(
     choice = (resp.get("choices") or [{}])[0]
     msg = choice.get("message") or {}
     reasoning = reasoning_text(msg)
-    if reasoning:
-        out["output"].append(_reasoning_item(str(reasoning)))
+    blocks = msg.get("thinking_blocks") or None
+    if reasoning or blocks:
+        out["output"].append(_reasoning_item(str(reasoning or ""), None, blocks, wants_encrypted(body)))
     text = text_of(msg.get("content"))
     if text:
         out["output"].append(_message_item(text))
@@ -199,17 +225,18 @@ def render_response(
         call_id = tc.get("id") or new_id("call_")
         out["output"].append(_call_item(call_id, name, fn.get("arguments") or "", custom=name in custom))
     _finish_status(out, choice.get("finish_reason"))
-    prompt, completion, cached = usage_numbers(resp.get("usage"))
-    details = (resp.get("usage") or {}).get("completion_tokens_details") or {}
-    out["usage"] = responses_usage(prompt, completion, cached, int(details.get("reasoning_tokens") or 0))
-    return out, stored_assistant(out["output"])
+    out["usage"] = responses_usage(Usage.from_openai(resp.get("usage")) or Usage())
+    return out, stored_assistant(out["output"], blocks)
 
 
-def stored_assistant(output: list[dict[str, Any]]) -> dict[str, Any]:
+def stored_assistant(output: list[dict[str, Any]], thinking_blocks: Any = None) -> dict[str, Any]:
     """This turn's canonical assistant message as kept for ``previous_response_id``, from the
-    response's ``output`` items: the text of its message items and one tool call per
-    ``function_call`` / ``custom_tool_call`` item, with the call id the client saw."""
+    response's ``output`` items: the text of its message items, the reasoning text of its reasoning
+    items, one tool call per ``function_call`` / ``custom_tool_call`` item (with the call id the
+    client saw) and the turn's replayable ``thinking_blocks`` (whatever ``include`` asked: the stored
+    conversation is the gateway's own)."""
     text = "".join(i["content"][0]["text"] for i in output if i["type"] == "message")
+    reasoning = "".join(i["content"][0]["text"] for i in output if i["type"] == "reasoning")
     calls = [
         {
             "id": i["call_id"],
@@ -225,6 +252,10 @@ def stored_assistant(output: list[dict[str, Any]]) -> dict[str, Any]:
     msg: dict[str, Any] = {"role": "assistant", "content": text or (None if calls else "")}
     if calls:
         msg["tool_calls"] = calls
+    if reasoning:
+        msg["reasoning_content"] = reasoning
+    if thinking_blocks:
+        msg["thinking_blocks"] = list(thinking_blocks)
     return msg
 
 
@@ -256,6 +287,9 @@ class ResponsesStreamEncoder:
         self.custom = custom_tool_names(body)
         self.custom_args: dict[str, str] = {}  # item id → the arguments ``{"input": ...}`` so far
         self.finish: str | None = None
+        self.encrypted = wants_encrypted(body)
+        self.blocks: list[dict[str, Any]] = []  # the turn's replayable thinking blocks
+        self.item_blocks: list[dict[str, Any]] = []  # … of the open reasoning item
 
     def _ev(self, kind: str, **fields: Any) -> bytes:
         data = {"type": kind, **fields, "sequence_number": self.seq}
@@ -303,6 +337,9 @@ class ResponsesStreamEncoder:
             )
         elif item["type"] == "reasoning":
             text = item["content"][0]["text"]
+            sealed = encrypted_content(self.item_blocks) if self.encrypted else None
+            if sealed is not None:
+                item["encrypted_content"] = sealed
             out += self._ev(
                 "response.reasoning_text.done",
                 item_id=item["id"],
@@ -372,20 +409,29 @@ class ResponsesStreamEncoder:
                 out += self._choice(c)
         return out
 
+    def _open_reasoning(self) -> bytes:
+        if self.open is not None and self.open["type"] == "reasoning":
+            return b""
+        out = self._open(
+            {
+                "id": new_id("rs_"),
+                "type": "reasoning",
+                "summary": [],
+                "content": [{"type": "reasoning_text", "text": ""}],
+            }
+        )
+        self.item_blocks = []
+        return out
+
     def _choice(self, c: dict[str, Any]) -> bytes:
         out = b""
         d = c.get("delta") or {}
         reasoning = reasoning_text(d)
+        if reasoning or d.get("thinking_blocks"):
+            out += self._open_reasoning()
+            merge_thinking_delta(self.item_blocks, d)
+            merge_thinking_delta(self.blocks, d)
         if reasoning:
-            if self.open is None or self.open["type"] != "reasoning":
-                out += self._open(
-                    {
-                        "id": new_id("rs_"),
-                        "type": "reasoning",
-                        "summary": [],
-                        "content": [{"type": "reasoning_text", "text": ""}],
-                    }
-                )
             assert self.open is not None
             self.open["content"][0]["text"] += reasoning
             out += self._ev(
@@ -441,10 +487,9 @@ class ResponsesStreamEncoder:
         final = self._snapshot()
         final["output"] = self.output
         _finish_status(final, self.finish)
-        u = usage or Usage()
-        final["usage"] = responses_usage(u.prompt_tokens, u.completion_tokens, u.cached_tokens)
+        final["usage"] = responses_usage(usage or Usage())
         if self.on_done is not None:
-            self.on_done(stored_assistant(self.output))
+            self.on_done(stored_assistant(self.output, self.blocks))
         kind = "response.completed" if final["status"] == "completed" else "response.incomplete"
         return out + self._ev(kind, response=final)
 
