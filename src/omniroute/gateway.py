@@ -28,6 +28,7 @@ from omniroute.api.deadlines import BodyDeadlines
 from omniroute.clock import Clock, SystemClock
 from omniroute.config import Config, ConfigError, load_config
 from omniroute.core.combo import Combo, ComboMapping
+from omniroute.core.egress import EgressPolicy
 from omniroute.errors import AuthenticationFailed, BudgetExceeded, ModelNotFound, PermissionDenied
 from omniroute.observe.batch import BatchWriter
 from omniroute.observe.metrics import Metrics
@@ -85,6 +86,7 @@ class Gateway:
             limits=ReadLimits.from_mb(
                 config.upstream_limits.max_response_mb, config.upstream_limits.max_event_mb
             ),
+            policy=EgressPolicy.from_config(config.security),
         )
         # STORE-2: shared routing state in Redis when configured (degrades to local state), else local
         self.redis_state: ResilientRoutingState | None = None
@@ -213,6 +215,7 @@ class Gateway:
             self._check_config_references(new, catalog)
             await bootstrap.load_config_into_store(new, self.store)
             self.config = new
+            self.client.policy = EgressPolicy.from_config(new.security)
             await self.refresh()
         log.info("configuration reloaded from %s", new.source_path)
 

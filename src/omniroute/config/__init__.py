@@ -72,6 +72,9 @@ DEFAULT_REQUIRE_API_KEY = False
 DEFAULT_MAX_BODY_MB = 10.0
 DEFAULT_WORKERS = 1
 DEFAULT_STREAM_KEEPALIVE_S = 5.0
+METRICS_AUTH_VALUES = ("public", "admin", "token")
+DEFAULT_METRICS_AUTH = "admin"
+DEFAULT_HEADER_TIMEOUT_S = 10.0
 DEFAULT_MAX_RESPONSE_MB = 32.0
 """Largest upstream response body (MB, after decompression) read whole; past it the attempt fails with
 a 502 and the engine falls back. Generous for any chat or embeddings answer, small enough that a
@@ -155,7 +158,11 @@ class ServerConfig:
     ``max_body_mb`` (megabytes, 413 above it), uvicorn ``workers`` and ``stream_keepalive_s``
     (seconds; :data:`DEFAULT_STREAM_KEEPALIVE_S`) — the last two additions to the contract — and
     ``allowed_hosts``, the ``Host`` names the management API answers besides loopback ones (DNS
-    rebinding guard, :mod:`omniroute.api.hosts`).
+    rebinding guard, :mod:`omniroute.api.hosts`). ``metrics_auth`` says who may read ``/metrics``:
+    ``public``, ``admin`` (the management API's rule: the admin key, or loopback when none is set;
+    the default) or ``token`` (``Authorization: Bearer <metrics_token>``, or the admin key).
+    ``header_timeout_s`` (seconds) closes a connection whose request headers have not all arrived,
+    and an idle keep-alive connection, after that long.
     """
 
     host: str = DEFAULT_HOST
@@ -166,6 +173,24 @@ class ServerConfig:
     workers: int = DEFAULT_WORKERS
     stream_keepalive_s: float = DEFAULT_STREAM_KEEPALIVE_S
     allowed_hosts: tuple[str, ...] = ()
+    metrics_auth: str = DEFAULT_METRICS_AUTH
+    metrics_token: str | None = field(default=None, repr=False)
+    header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S
+
+
+@dataclass(frozen=True, slots=True)
+class SecurityConfig:
+    """``security``: where provider keys may be sent (:mod:`omniroute.providers.egress`).
+
+    ``allow_loopback_base_urls`` (default true: local model servers) and ``allow_private_base_urls``
+    (default true: RFC 1918/4193/6598 ranges, models on the LAN) say whether a ``base_url`` may point
+    there; ``denied_base_url_hosts`` lists more host names or CIDR ranges to refuse. Link-local and
+    cloud-metadata addresses are always refused.
+    """
+
+    allow_loopback_base_urls: bool = True
+    allow_private_base_urls: bool = True
+    denied_base_url_hosts: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -391,6 +416,7 @@ class Config:
     resilience: ResilienceConfig = field(default_factory=ResilienceConfig)
     auto: AutoConfig = field(default_factory=AutoConfig)
     upstream_limits: UpstreamLimitsConfig = field(default_factory=UpstreamLimitsConfig)
+    security: SecurityConfig = field(default_factory=SecurityConfig)
     combo_defaults: Mapping[str, Any] = field(default_factory=_empty_map)
     source_path: Path | None = None
 

@@ -17,6 +17,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from omniroute import wire
 from omniroute.api.admin.core import Admin
+from omniroute.core.egress import EgressDenied, EgressPolicy
 from omniroute.errors import GatewayError, InvalidRequest
 from omniroute.gateway import Gateway
 from omniroute.values import Connection
@@ -104,6 +105,16 @@ def _public(gw: Gateway, rows: list[dict[str, Any]], cid: str) -> dict[str, Any]
     raise GatewayError(f"No connection '{cid}'.", status=404, code="not_found", param="id")
 
 
+def _check_base_url(gw: Gateway, url: str | None) -> None:
+    """The ``base_url`` policy (``security`` in the config, :mod:`omniroute.core.egress`): a refused
+    address is a 400 naming ``base_url``."""
+    if url:
+        try:
+            EgressPolicy.from_config(gw.config.security).check_url(url)
+        except EgressDenied as exc:
+            raise InvalidRequest(str(exc), param="base_url") from None
+
+
 def _check_provider(gw: Gateway, provider: str) -> None:
     if gw.registry.catalog.provider(provider) is None:
         raise InvalidRequest(
@@ -130,6 +141,7 @@ async def create_connection(body: ConnectionIn, gw: Admin) -> dict[str, Any]:
             param="id",
         )
     _check_provider(gw, body.provider)
+    _check_base_url(gw, body.base_url)
     if body.auth_type == "api_key" and not body.api_key:
         raise InvalidRequest("api_key: required when auth_type is api_key.", param="api_key")
     if body.auth_type == "oauth" and not body.access_token:
@@ -145,12 +157,20 @@ async def create_connection(body: ConnectionIn, gw: Admin) -> dict[str, Any]:
 
 @router.put("/api/connections/{cid}")
 async def update_connection(cid: str, body: ConnectionPatch, gw: Admin) -> dict[str, Any]:
-    """Change some fields of a connection; a new secret clears an "invalid credentials" mark."""
+    """Change some fields of a connection; a new secret clears an "invalid credentials" mark.
+
+    A new ``base_url`` drops the stored secret unless the same request supplies one (``api_key`` or
+    ``access_token``): whoever answers at the new address would otherwise receive the old key.
+    """
     assert gw.store is not None
     current = await gw.store.get_connection(cid)
     if current is None:
         raise GatewayError(f"No connection '{cid}'.", status=404, code="not_found", param="id")
     changes = body.model_dump(exclude_unset=True)
+    _check_base_url(gw, changes.get("base_url"))
+    if "base_url" in changes and changes["base_url"] != current.base_url:
+        changes.setdefault("api_key", None)
+        changes.setdefault("access_token", None)
     if "tags" in changes:
         changes["tags"] = tuple(changes["tags"] or ())
     await gw.store.upsert_connection(dataclasses.replace(current, **changes))
@@ -238,6 +258,7 @@ async def upsert_provider(body: ProviderIn, gw: Admin) -> dict[str, Any]:
     assert gw.store is not None
     if gw.registry.catalog.provider(body.id) is None and not body.base_url:
         raise InvalidRequest("base_url: required for a provider the catalog does not know.", param="base_url")
+    _check_base_url(gw, body.base_url)
     node = body.model_dump()
     previous = [n for n in await gw.store.list_provider_nodes() if n["id"] == body.id]
     await gw.store.upsert_provider_node(node)
