@@ -59,6 +59,8 @@ DECISION_BACKLOG = 20_000
 """Decisions queued for the store at most; past it the oldest are dropped with a logged count
 (a decision is a diagnostic record; usage rows, which carry spend, keep the writer's larger bound)."""
 MAX_REQUEST_ID = 128
+#: client-supplied request ids remembered to refuse their reuse (≈ 10 MB at 128-character ids)
+CLAIMED_IDS_REMEMBERED = 100_000
 _REQUEST_ID_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:-")
 STORE_POLL_S = 2.0
 """How often (s) a running gateway checks the store for changes written by another process (the CLI,
@@ -120,6 +122,8 @@ class Gateway:
         self._unpriced_warned: set[str] = set()
         self._rid_prefix = os.urandom(6).hex()
         self._rid_counter = itertools.count(1)
+        # client-supplied request ids already used here (oldest first): a reused one is replaced
+        self._claimed_ids: OrderedDict[str, None] = OrderedDict()
         self.usage: BatchWriter[dict[str, Any]] | None = None
         self.decision_writer: BatchWriter[Decision] | None = None
         self.decisions: OrderedDict[str, Decision] = OrderedDict()
@@ -422,13 +426,25 @@ class Gateway:
             raise BudgetExceeded(f"This API key has spent its budget of ${float(budget):.2f}.")
 
     # -- requests ----------------------------------------------------------------------------
-    def request_id_for(self, headers: Mapping[str, str]) -> str:
+    def request_id_for(self, headers: Mapping[str, str], *, claim: bool = False) -> str:
         """The client's ``X-Request-Id`` when it is a usable id — at most 128 characters of
         ``A-Z a-z 0-9 . _ : -`` — else a new one (API-7). Ids are echoed in headers, stored and
-        looked up in ``/api/routing/decisions/{id}``, so anything else is replaced."""
+        looked up in ``/api/routing/decisions/{id}``, so anything else is replaced.
+
+        ``claim``: the id will key a stored decision and usage row (the client routes). A client id
+        is then used only once per process: an id this gateway has already used (another request's,
+        or the same client's again) gets a gateway-issued id instead, so no request can overwrite
+        another's decision; the client's own id is kept as ``client_request_id`` in the decision.
+        """
         rid = headers.get("x-request-id")
         if rid and len(rid) <= MAX_REQUEST_ID and _REQUEST_ID_CHARS.issuperset(rid):
-            return rid
+            if not claim:
+                return rid
+            if rid not in self._claimed_ids and rid not in self.decisions:
+                self._claimed_ids[rid] = None
+                if len(self._claimed_ids) > CLAIMED_IDS_REMEMBERED:
+                    self._claimed_ids.popitem(last=False)
+                return rid
         return self.new_request_id()
 
     def new_request_id(self) -> str:
@@ -446,6 +462,11 @@ class Gateway:
             decision = Decision(request_id=req.request_id, requested_model=req.model, ts=self.clock.time())
         plan = resolve(self.registry, req.model)
         decision.route = plan.route
+        client_rid = req.headers.get("x-request-id")
+        if client_rid:
+            decision.extra["client_request_id"] = client_rid[:MAX_REQUEST_ID]
+        if req.api_key_id:  # whose request it was: routing feedback is accepted from that key only
+            decision.extra["api_key_id"] = req.api_key_id
         if plan.context_1m:  # keep the [1m] intent; only Anthropic-format upstreams receive the header
             req.headers["anthropic-beta"] = with_context_1m_beta(req.headers.get("anthropic-beta"))
         if is_multi_call(plan.combo):  # fusion / pipeline call several models (COMBO-5, COMBO-6)

@@ -81,7 +81,7 @@ async def embeddings(gw: Gateway, scope: Scope, receive: Receive, send: Send) ->
     """Forward an embeddings request to the first healthy candidate; fall back on failure."""
     t0 = gw.clock.monotonic()
     headers = header_map(scope)
-    req_id = gw.request_id_for(headers)
+    req_id = gw.request_id_for(headers, claim=True)
     try:
         key = gw.authenticate(headers)
         body = parse_json_object(

@@ -66,6 +66,8 @@ def serve(
     """Run the gateway. With no config it serves built-in simulated providers (offline, no keys)."""
     import uvicorn
 
+    from omniroute.api.protocol import HeaderDeadlineProtocol
+
     _setup_logging()
     cfg = _load(config)
     try:
@@ -90,7 +92,8 @@ def serve(
         log_level="warning",
         access_log=False,
         loop="uvloop",
-        http="httptools",
+        http=HeaderDeadlineProtocol,
+        timeout_keep_alive=cfg.server.header_timeout_s,
         lifespan="on",
     )
 

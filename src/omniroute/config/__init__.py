@@ -74,7 +74,7 @@ DEFAULT_WORKERS = 1
 DEFAULT_STREAM_KEEPALIVE_S = 5.0
 METRICS_AUTH_VALUES = ("public", "admin", "token")
 DEFAULT_METRICS_AUTH = "admin"
-DEFAULT_HEADER_TIMEOUT_S = 10.0
+DEFAULT_HEADER_TIMEOUT_S = 10
 DEFAULT_MAX_RESPONSE_MB = 32.0
 """Largest upstream response body (MB, after decompression) read whole; past it the attempt fails with
 a 502 and the engine falls back. Generous for any chat or embeddings answer, small enough that a
@@ -161,7 +161,7 @@ class ServerConfig:
     rebinding guard, :mod:`omniroute.api.hosts`). ``metrics_auth`` says who may read ``/metrics``:
     ``public``, ``admin`` (the management API's rule: the admin key, or loopback when none is set;
     the default) or ``token`` (``Authorization: Bearer <metrics_token>``, or the admin key).
-    ``header_timeout_s`` (seconds) closes a connection whose request headers have not all arrived,
+    ``header_timeout_s`` (whole seconds) closes a connection whose request headers have not all arrived,
     and an idle keep-alive connection, after that long.
     """
 
@@ -175,7 +175,7 @@ class ServerConfig:
     allowed_hosts: tuple[str, ...] = ()
     metrics_auth: str = DEFAULT_METRICS_AUTH
     metrics_token: str | None = field(default=None, repr=False)
-    header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S
+    header_timeout_s: int = DEFAULT_HEADER_TIMEOUT_S
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,7 +41,6 @@ from omniroute.config import (
     DEFAULT_MAX_HINT_WAIT_S,
     DEFAULT_MAX_RESET_TIMEOUT_S,
     DEFAULT_MAX_RESPONSE_MB,
-    DEFAULT_METRICS_AUTH,
     DEFAULT_PORT,
     DEFAULT_REQUIRE_API_KEY,
     DEFAULT_RESET_TIMEOUT_S,
@@ -155,7 +154,7 @@ class _Server(_Edge):
     allowed_hosts: list[_Str] = []
     metrics_auth: Literal["public", "admin", "token"] = "admin"
     metrics_token: str | None = None
-    header_timeout_s: Number = Field(DEFAULT_HEADER_TIMEOUT_S, gt=0)
+    header_timeout_s: Int = Field(DEFAULT_HEADER_TIMEOUT_S, ge=1, le=3600)
 
 
 class _Security(_Edge):
