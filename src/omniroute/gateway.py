@@ -37,6 +37,7 @@ from omniroute.providers.upstream import AttemptTimeouts, ReadLimits, UpstreamCl
 from omniroute.routing.decision import Decision, expand_stored
 from omniroute.routing.engine import Engine, Outcome, RetrySettings, StreamOutcome
 from omniroute.routing.multicall import execute_multi_call, is_multi_call
+from omniroute.routing.permissions import allowed_candidates
 from omniroute.routing.plan import Planner
 from omniroute.routing.registry import Registry
 from omniroute.routing.resolve import check_alias_routes, resolve, resolve_route, with_context_1m_beta
@@ -425,6 +426,13 @@ class Gateway:
         if budget is not None and float(rec.get("spent_usd") or 0) >= float(budget):
             raise BudgetExceeded(f"This API key has spent its budget of ${float(budget):.2f}.")
 
+    def _allowed_models(self, req: ChatRequest) -> list[str] | None:
+        """The ``allowed_models`` globs of the request's API key (``None``: no key, or no limit)."""
+        if req.api_key_id is None:
+            return None
+        rec = self.keys_by_id.get(req.api_key_id)
+        return list(rec.get("allowed_models") or ["*"]) if rec is not None else None
+
     # -- requests ----------------------------------------------------------------------------
     def request_id_for(self, headers: Mapping[str, str], *, claim: bool = False) -> str:
         """The client's ``X-Request-Id`` when it is a usable id — at most 128 characters of
@@ -476,6 +484,7 @@ class Gateway:
                 self.remember(decision)
         candidates, opts = await self.planner.candidates(plan, req, decision)
         try:
+            candidates = allowed_candidates(self._allowed_models(req), candidates, decision, req.model)
             out = await self.engine.run(
                 req,
                 candidates,

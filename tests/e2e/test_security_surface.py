@@ -56,7 +56,7 @@ def test_metrics_can_have_their_own_token_or_be_public(make_gateway: Callable[..
 def test_a_token_mode_without_a_token_is_a_config_error() -> None:
     from omniroute.config import ConfigError, config_from_dict
 
-    with pytest.raises(ConfigError, match="server.metrics_token"):
+    with pytest.raises(ConfigError, match=r"server\.metrics_token"):
         config_from_dict({"server": {"metrics_auth": "token"}}, env={})
 
 
