@@ -247,23 +247,35 @@ class Resilience:
                 await self.state.set_quota(cand.connection.id, snapshot)
 
     async def record_failure(
-        self, cand: Candidate, err: UpstreamError, latency_ms: float | None = None
+        self,
+        cand: Candidate,
+        err: UpstreamError,
+        latency_ms: float | None = None,
+        *,
+        count_breaker: bool = True,
     ) -> None:
         """An attempt on ``cand`` failed with the classified ``err``: the breaker counts it if it is a
         counted failure (RESIL-1), RateLimited/Overloaded cool the connection and AuthInvalid marks
         it invalid (RESIL-2), QuotaExhausted/ModelUnavailable lock the model on the connection
         (RESIL-3). A probe that failed with a non-counted error gives its slot back. The window
         records a failure unless the request itself was at fault (bad request, context overflow,
-        content filter)."""
+        content filter). ``count_breaker=False`` leaves the breaker out (a 500 held until the request
+        shows whose fault it was, :mod:`omniroute.resilience.attribution`; :meth:`count_held` counts
+        it later)."""
         now = self.clock.time()
         was_probe = self._settle_probe(cand.key)
-        counted = await self.breaker.on_failure(cand.provider.id, err, now)
+        counted = await self.breaker.on_failure(cand.provider.id, err, now) if count_breaker else None
         if counted is None and was_probe:
             await self.breaker.release_probe(cand.provider.id, now)
         await self.cooldown.on_failure(cand.connection.id, cand.provider.id, err, now)
         await self.lockout.on_failure(lock_key(cand), err, now)
         if not isinstance(err, _NOT_TARGET_FAULT):
             await self.state.record_sample(cand.key, now, latency_ms=latency_ms or 0.0, ok=False)
+
+    async def count_held(self, cand: Candidate, err: UpstreamError) -> None:
+        """Count a failure held by :meth:`record_failure` (``count_breaker=False``) against its
+        provider's breaker after all (the request was not shown to be at fault)."""
+        await self.breaker.on_failure(cand.provider.id, err, self.clock.time())
 
     async def release_probe(self, cand: Candidate) -> None:
         """Give back the half-open probe slot claimed for ``cand`` when it was not attempted or the
