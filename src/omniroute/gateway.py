@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
+from prometheus_client.metrics_core import GaugeMetricFamily
 
 from omniroute import bootstrap, wire
 from omniroute.api.deadlines import BodyDeadlines
@@ -32,6 +33,7 @@ from omniroute.core.egress import EgressPolicy
 from omniroute.errors import AuthenticationFailed, BudgetExceeded, ModelNotFound, PermissionDenied
 from omniroute.observe.batch import BatchWriter
 from omniroute.observe.metrics import Metrics
+from omniroute.observe.spool import Spool
 from omniroute.providers.catalog import Catalog
 from omniroute.providers.upstream import AttemptTimeouts, ReadLimits, UpstreamClient
 from omniroute.routing.decision import Decision, expand_stored
@@ -161,12 +163,27 @@ class Gateway:
         log_shadowing(self)  # SPEC §4: one line listing every combo that shadows a model id
         if self.redis_state is not None:  # connect now: an unreachable Redis is reported at start
             await self.redis_state.ready()
-        self.usage = BatchWriter(self._write_usage, clock=self.clock, name="usage")
+        spool_dir = Path(data_dir or "data") / "spool"  # rows the database refused, kept on disk
+        self.usage = BatchWriter(
+            self._write_usage,
+            clock=self.clock,
+            name="usage",
+            spool=Spool(spool_dir / "usage.jsonl"),
+            encode=list,
+            replay=self._write_usage,
+        )
         self.usage.start()
         self.decision_writer = BatchWriter(
-            self._write_decisions, clock=self.clock, name="decisions", max_pending=DECISION_BACKLOG
+            self._write_decisions,
+            clock=self.clock,
+            name="decisions",
+            max_pending=DECISION_BACKLOG,
+            spool=Spool(spool_dir / "decisions.jsonl"),
+            encode=encode_decisions,
+            replay=self._replay_decisions,
         )
         self.decision_writer.start()
+        self.metrics.gauge_sources.append(self._spool_gauge)
         self._store_watch = asyncio.create_task(self._watch_store(), name="store-watch")
 
     async def _watch_store(self) -> None:
@@ -611,6 +628,22 @@ class Gateway:
             if held.get(d.request_id) is d:
                 del held[d.request_id]
 
+    async def _replay_decisions(self, rows: list[dict[str, Any]]) -> None:
+        """Spooled decisions (:func:`encode_decisions` rows) into the store."""
+        assert self.store is not None
+        await self.store.save_decisions((r["request_id"], r["ts"], r["data"].encode()) for r in rows)
+
+    def _spool_gauge(self) -> GaugeMetricFamily:
+        """``omniroute_accounting_spool_rows{writer}``: rows waiting on disk for the database."""
+        g = GaugeMetricFamily(
+            "omniroute_accounting_spool_rows",
+            "Usage rows and decisions the database refused, waiting on disk to be written.",
+            labels=["writer"],
+        )
+        for name, w in (("usage", self.usage), ("decisions", self.decision_writer)):
+            g.add_metric([name], w.spooled if w is not None else 0)
+        return g
+
     async def _write_usage(self, rows: list[dict[str, Any]]) -> None:
         """Usage sink: one batch insert, then each key's spend added once per batch (API-8 budgets)."""
         assert self.store is not None
@@ -621,6 +654,18 @@ class Gateway:
                 spend[r["api_key_id"]] = spend.get(r["api_key_id"], 0.0) + float(r["cost_usd"])
         for key_id, usd in spend.items():
             await self.store.add_spend(key_id, usd)
+
+
+def encode_decisions(batch: list[Decision]) -> list[dict[str, Any]]:
+    """Decisions as spool rows ``{request_id, ts, data}`` (``data``: the stored JSON text)."""
+    return [
+        {
+            "request_id": d.request_id,
+            "ts": d.ts,
+            "data": orjson.dumps(d.to_stored(), option=orjson.OPT_NON_STR_KEYS).decode(),
+        }
+        for d in batch
+    ]
 
 
 def data_dir_for(database_url: str) -> str | None:

@@ -11,7 +11,7 @@ at scrape time.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -138,6 +138,8 @@ class Metrics(Collector):
             ["provider"],
         )
         self._gauges: list[Metric] = []
+        #: more gauges, each made fresh on every scrape (e.g. the accounting spool's size)
+        self.gauge_sources: list[Callable[[], Metric]] = []
         self.registry = CollectorRegistry()
         self.registry.register(self)
 
@@ -212,5 +214,6 @@ class Metrics(Collector):
                 value=sum(1 for c in cooldowns.values() if c.get("until")),
             ),
             GaugeMetricFamily("omniroute_model_lockouts", "Active model lockouts.", value=len(lockouts)),
+            *(source() for source in self.gauge_sources),
         ]
         return generate_latest(self.registry)
