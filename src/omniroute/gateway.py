@@ -443,11 +443,11 @@ class Gateway:
         if budget is not None and float(rec.get("spent_usd") or 0) >= float(budget):
             raise BudgetExceeded(f"This API key has spent its budget of ${float(budget):.2f}.")
 
-    def _allowed_models(self, req: ChatRequest) -> list[str] | None:
-        """The ``allowed_models`` globs of the request's API key (``None``: no key, or no limit)."""
-        if req.api_key_id is None:
+    def allowed_models_for(self, api_key_id: str | None) -> list[str] | None:
+        """The ``allowed_models`` globs of an API key (``None``: no key, or an unknown one)."""
+        if api_key_id is None:
             return None
-        rec = self.keys_by_id.get(req.api_key_id)
+        rec = self.keys_by_id.get(api_key_id)
         return list(rec.get("allowed_models") or ["*"]) if rec is not None else None
 
     # -- requests ----------------------------------------------------------------------------
@@ -501,7 +501,9 @@ class Gateway:
                 self.remember(decision)
         candidates, opts = await self.planner.candidates(plan, req, decision)
         try:
-            candidates = allowed_candidates(self._allowed_models(req), candidates, decision, req.model)
+            candidates = allowed_candidates(
+                self.allowed_models_for(req.api_key_id), candidates, decision, req.model
+            )
             out = await self.engine.run(
                 req,
                 candidates,

@@ -114,3 +114,18 @@ def test_the_refusal_is_in_the_clients_wire_format(
     )
     assert g.status_code == 403 and g.json()["error"]["status"] == "PERMISSION_DENIED", g.text
     assert fakes["c"].calls() == 0
+
+
+def test_embeddings_follow_the_same_rule(
+    make_gateway: Callable[..., GatewayThread], fakes: dict[str, FakeProviderThread]
+) -> None:
+    gw = make_gateway(limited({"model_aliases": [{"match": "cheap-emb", "route": "local-c/model-c"}]}))
+    r = httpx.post(
+        f"{gw.url}/v1/embeddings",
+        json={"model": "cheap-emb", "input": "hi"},
+        headers={"Authorization": f"Bearer {KEY}"},
+        timeout=10,
+    )
+    assert r.status_code == 403, r.text
+    assert "local-c/model-c" in r.json()["error"]["message"]
+    assert fakes["c"].calls() == 0

@@ -23,6 +23,7 @@ from omniroute.gateway import Gateway
 from omniroute.resilience.ladder import LadderContext
 from omniroute.resilience.redact import redact_error
 from omniroute.routing.decision import Decision
+from omniroute.routing.permissions import allowed_candidates
 from omniroute.routing.resolve import resolve
 from omniroute.values import Usage
 from omniroute.wire.openai.outbound import openai_error
@@ -106,6 +107,7 @@ async def embeddings(gw: Gateway, scope: Scope, receive: Receive, send: Send) ->
                 param="model",
             )
         cands = [c for c in gw.planner.expand(plan.targets, decision) if c.provider.format == "openai"]
+        cands = allowed_candidates(gw.allowed_models_for(req.api_key_id), cands, decision, req.model)
         result = await gw.resilience.filter(cands, LadderContext(now=gw.clock.time()))
         decision.exclusions.extend(result.exclusions)
         errors: list[UpstreamError] = []
