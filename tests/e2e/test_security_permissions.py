@@ -129,3 +129,14 @@ def test_embeddings_follow_the_same_rule(
     assert r.status_code == 403, r.text
     assert "local-c/model-c" in r.json()["error"]["message"]
     assert fakes["c"].calls() == 0
+
+
+def test_a_pipeline_step_the_key_may_not_use_is_refused(
+    make_gateway: Callable[..., GatewayThread], fakes: dict[str, FakeProviderThread]
+) -> None:
+    steps = [{"model": "local-o/model-o"}, {"model": "local-c/model-c"}]
+    gw = make_gateway(limited({"combos": [{"name": "cheap-pipe", "strategy": "pipeline", "targets": steps}]}))
+    r = chat(gw, "cheap-pipe")
+    assert r.status_code == 403, r.text
+    assert "local-c/model-c" in r.json()["error"]["message"]
+    assert fakes["c"].calls() == 0

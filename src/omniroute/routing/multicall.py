@@ -34,6 +34,7 @@ from omniroute.routing.multicall_parts import (
     priced,
     tool_calls,
 )
+from omniroute.routing.permissions import allowed_candidates
 from omniroute.routing.resolve import Plan, PlanTarget, resolve
 from omniroute.values import ChatRequest, Usage
 
@@ -305,6 +306,7 @@ class MultiCall:
                 return await self._dispatch_combo(plan.combo.name, req, sub)
             targets = list(plan.targets)
         candidates = gw.planner.expand(targets, sub)
+        candidates = allowed_candidates(gw.allowed_models_for(req.api_key_id), candidates, sub, model)
         return await gw.engine.run(req, candidates, sub, per_target=self.per_target)
 
     async def _dispatch_combo(self, name: str, req: ChatRequest, sub: Decision) -> Outcome | StreamOutcome:
@@ -330,6 +332,7 @@ class MultiCall:
         kind = "auto" if combo.strategy == "auto" else "combo"
         plan = Plan(kind=kind, requested=name, route="combo-ref", combo=combo)
         candidates, opts = await gw.planner.candidates(plan, req, sub)
+        candidates = allowed_candidates(gw.allowed_models_for(req.api_key_id), candidates, sub, name)
         return await gw.engine.run(
             req,
             candidates,
