@@ -117,7 +117,8 @@ def test_a_model_id_never_reaches_another_path_on_a_gemini_upstream(
 def test_model_ids_are_checked_and_encoded_as_one_path_segment() -> None:
     assert path_segment("gemini-2.5-flash") == "gemini-2.5-flash"
     assert path_segment("org/model:tag") == "org%2Fmodel%3Atag"
-    for bad in ["../x", "a/../b", "a/./b", "a?b", "a#b", "a b", "", "a//b", "/a"]:
+    assert path_segment("m+args-%7B%7D") == "m%2Bargs-%257B%257D", "a % is escaped, never decoded"
+    for bad in ["../x", "a/../b", "a/./b", "a?b", "a#b", "a b", "", "a//b", "/a", "a\\b"]:
         with pytest.raises(ValueError, match="not a valid model id"):
             path_segment(bad)
 

@@ -56,10 +56,11 @@ PRIVATE_NETWORKS: Final[tuple[IPNetwork, ...]] = (
     ipaddress.ip_network("fc00::/7"),
 )
 
-#: A model id as providers spell them: letters, digits and ``. _ - : @ / +`` (``models/`` prefixes,
-#: ``org/model`` on OpenRouter-style hosts, ``name@version`` and ``:tag`` on Vertex/Ollama), no ``..``
-#: segment, at most 256 characters.
-MODEL_ID_PATTERN: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@+/-]{0,255}$")
+#: A model id as providers spell them: letters, digits and ``. _ - : @ / + ~ %`` (``models/``
+#: prefixes, ``org/model`` on OpenRouter-style hosts, ``name@version`` and ``:tag`` on Vertex/Ollama,
+#: percent-escapes in test-server names), no ``.``/``..`` segment, at most 512 characters. ``?``,
+#: ``#``, spaces and backslashes never pass.
+MODEL_ID_PATTERN: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@+/~%-]{0,511}$")
 
 
 class EgressDenied(ValueError):
