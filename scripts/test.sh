@@ -17,5 +17,6 @@ export OMNIROUTE_LLAMA_CACHE
 OMNIROUTE_AGENTS_CACHE="$(scripts/install-agents.sh | tail -n 1)"
 export OMNIROUTE_AGENTS_CACHE
 echo "== ruff"; .venv/bin/ruff check src tests bench
+echo "== import layers"; .venv/bin/lint-imports --no-cache
 echo "== mypy"; .venv/bin/mypy
 echo "== pytest"; .venv/bin/pytest -q -p no:cacheprovider "$@"

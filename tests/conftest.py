@@ -17,6 +17,7 @@ import pytest
 
 from omniroute.clock import Clock
 from omniroute.config import config_from_dict
+from omniroute.extensions import Extensions
 from omniroute.testing import FakeProviderThread
 from omniroute.testing.gateway import GatewayThread, free_port
 
@@ -108,8 +109,9 @@ def merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
 def make_gateway(
     tmp_path: Path, fakes: dict[str, FakeProviderThread]
 ) -> Iterator[Callable[..., GatewayThread]]:
-    """``make_gateway(extra_config=None, env=None, clock=None)`` → a started gateway in front of the
-    fakes (on ``clock``, e.g. a :class:`~omniroute.clock.FakeClock`; default the process clock)."""
+    """``make_gateway(extra_config=None, env=None, clock=None, extensions=None)`` → a started gateway
+    in front of the fakes (on ``clock``, e.g. a :class:`~omniroute.clock.FakeClock`; default the
+    process clock; with ``extensions`` passed to ``create_app``)."""
     started: list[GatewayThread] = []
     for f in fakes.values():
         f.reset()
@@ -119,9 +121,10 @@ def make_gateway(
         env: dict[str, str] | None = None,
         replace: dict[str, Any] | None = None,
         clock: Clock | None = None,
+        extensions: Extensions | None = None,
     ) -> GatewayThread:
         data = replace if replace is not None else merge(base_config(fakes, tmp_path), extra or {})
-        gt = GatewayThread(config_from_dict(data, env=env or {}), clock=clock).start()
+        gt = GatewayThread(config_from_dict(data, env=env or {}), clock=clock, extensions=extensions).start()
         started.append(gt)
         return gt
 

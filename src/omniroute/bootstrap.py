@@ -6,7 +6,7 @@ id), the catalog with overrides and custom providers (PROV-2) whose wire formats
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from omniroute import wire
@@ -21,6 +21,7 @@ from omniroute.resilience.ladder import Resilience
 from omniroute.resilience.lockout import LockoutSettings
 from omniroute.state.base import RoutingState
 from omniroute.values import Connection
+from omniroute.wire.base import WireFormat
 
 if TYPE_CHECKING:
     from omniroute.simulated import SimulatedFleet
@@ -29,14 +30,14 @@ if TYPE_CHECKING:
 log = logging.getLogger("omniroute")
 
 
-def check_provider_formats(config: Config) -> None:
+def check_provider_formats(config: Config, formats: Sequence[WireFormat] = wire.FORMATS) -> None:
     """Every ``providers[].format`` is a wire format providers speak (PROV-1; the registry,
     :mod:`omniroute.wire`, which the config layer cannot see). Raises :class:`ConfigError` naming each
     bad key, e.g. ``providers[0].format: unknown wire format 'foo' (known: anthropic, gemini, openai)``."""
     errors = [
         (f"providers[{i}].format", problem)
         for i, p in enumerate(config.providers)
-        if p.format is not None and (problem := wire.unknown_upstream_format(p.format)) is not None
+        if p.format is not None and (problem := wire.unknown_upstream_format(p.format, formats)) is not None
     ]
     if errors:
         raise ConfigError(errors, source=config.source_path)
@@ -133,7 +134,10 @@ def _node_override(node: dict[str, Any]) -> ProviderOverride:
 
 
 def build_catalog(
-    config: Config, nodes: Iterable[dict[str, Any]], simulated: SimulatedFleet | None
+    config: Config,
+    nodes: Iterable[dict[str, Any]],
+    simulated: SimulatedFleet | None,
+    formats: Sequence[WireFormat] = wire.FORMATS,
 ) -> Catalog:
     """Built-in catalog (or the config's ``catalog_file``) priced by genai-prices + stored provider
     nodes + config providers (config wins) + simulated ones.
@@ -159,8 +163,8 @@ def build_catalog(
     if simulated is not None:
         cat = Catalog([*cat.providers, *simulated.providers])
     for prov in cat.providers:
-        if wire.unknown_upstream_format(prov.format) is not None:
-            known = ", ".join(wire.upstream_formats())
+        if wire.unknown_upstream_format(prov.format, formats) is not None:
+            known = ", ".join(wire.upstream_formats(formats))
             raise ValueError(f"provider {prov.id!r}: format {prov.format!r} is not one of {known}")
     return cat
 
@@ -217,7 +221,16 @@ async def load_config_into_store(config: Config, store: Store) -> None:
         await store.upsert_connection(connection_from_config(c))
     for k in config.api_keys:
         if k.key:
-            await store.upsert_api_key_from_config(k.name, k.key, list(k.allowed_models), k.budget_usd)
+            await store.upsert_api_key_from_config(
+                k.name,
+                k.key,
+                list(k.allowed_models),
+                k.budget_usd,
+                budget_period=k.budget_period,
+                expires_at=k.expires_at,
+                rpm=k.rpm,
+                tpm=k.tpm,
+            )
     for combo in config.combos:
         await store.upsert_combo_by_name(combo.to_json())
     for m in config.model_combo_mappings:

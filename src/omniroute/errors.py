@@ -14,6 +14,7 @@ Every error a client can see is a :class:`GatewayError`; it carries the HTTP ``s
     │   ├── AuthenticationFailed      401 (API-8)
     │   ├── PermissionDenied          403 model not in the key's allowlist (API-8)
     │   ├── BudgetExceeded            402 key budget or strict per-request budget (API-8, AUTO-7)
+    │   ├── KeyRateLimited            429 the key's requests or tokens per minute (API-8)
     │   └── ModelNotFound             404 unknown model id (SPEC §4)
     ├── UpstreamError                 one failed attempt; ``kind`` drives the ladder (RESIL-5)
     │   subclasses by kind: RateLimited, Overloaded, ServerError (ResponseTooLarge), Timeout,
@@ -116,6 +117,16 @@ class BudgetExceeded(ClientError):
     type = "insufficient_quota"
 
 
+class KeyRateLimited(ClientError):
+    """429 when a client key is over its requests (``type: requests``) or tokens (``type: tokens``) per
+    minute, as OpenAI names its own rate-limit errors; ``headers`` carry ``Retry-After`` and the
+    ``x-ratelimit-*`` headers (API-8)."""
+
+    status = 429
+    code = "rate_limit_exceeded"
+    type = "requests"
+
+
 class ModelNotFound(ClientError):
     """404 ``model_not_found`` for a model string nothing resolves (SPEC §4)."""
 
@@ -141,6 +152,9 @@ class AttemptRecord:
     status: int
     reason: str
     latency_ms: float = 0.0
+    started_s: float | None = field(default=None, compare=False)
+    """When the attempt began: a monotonic reading of the gateway's clock, seconds (for trace spans;
+    ``None`` when unknown)."""
 
 
 @dataclass(frozen=True, slots=True)

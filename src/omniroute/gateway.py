@@ -17,7 +17,8 @@ import logging
 import os
 import time
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,17 +26,24 @@ import orjson
 from prometheus_client.metrics_core import GaugeMetricFamily
 
 from omniroute import bootstrap, wire
-from omniroute.api.deadlines import BodyDeadlines
+from omniroute.accounting.admission import admit
+from omniroute.accounting.budget import Budgets
+from omniroute.accounting.ratelimit import RateLimits
 from omniroute.clock import Clock, SystemClock
 from omniroute.config import Config, ConfigError, load_config
 from omniroute.core.combo import Combo, ComboMapping
 from omniroute.core.egress import EgressPolicy
-from omniroute.errors import AuthenticationFailed, BudgetExceeded, ModelNotFound, PermissionDenied
+from omniroute.deadlines import BodyDeadlines
+from omniroute.errors import AuthenticationFailed, ModelNotFound, PermissionDenied
+from omniroute.extensions import Extensions
+from omniroute.observe.access import note as note_access
 from omniroute.observe.batch import BatchWriter
 from omniroute.observe.metrics import Metrics
 from omniroute.observe.spool import Spool
 from omniroute.providers.catalog import Catalog
 from omniroute.providers.upstream import AttemptTimeouts, ReadLimits, UpstreamClient
+from omniroute.routing.auto.listing import auto_models
+from omniroute.routing.combos import combo_limits, log_shadowing
 from omniroute.routing.decision import Decision, expand_stored
 from omniroute.routing.engine import Engine, Outcome, RetrySettings, StreamOutcome
 from omniroute.routing.multicall import execute_multi_call, is_multi_call
@@ -75,13 +83,26 @@ class Gateway:
     """Process-wide services. Call :meth:`start` once inside the event loop and :meth:`stop` at exit.
 
     ``clock`` is the time every part of this gateway reads and waits on (default the process clock;
-    tests and the simulator pass a :class:`~omniroute.clock.FakeClock`)."""
+    tests and the simulator pass a :class:`~omniroute.clock.FakeClock`). ``client`` is the upstream
+    client every provider attempt goes through (default the aiohttp one built from the config's
+    timeouts and limits; the simulator passes one that answers from a fleet model)."""
 
-    def __init__(self, config: Config, *, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        config: Config,
+        *,
+        clock: Clock | None = None,
+        extensions: Extensions | None = None,
+        client: UpstreamClient | None = None,
+    ) -> None:
         self.config = config
         self.clock: Clock = clock or SystemClock()
+        self.extensions = extensions or Extensions()
+        self.strategies = self.extensions.strategy_registry()  # combo strategies by name
+        self.routers = self.extensions.router_registry()  # auto router strategies by name
+        self.formats = self.extensions.wire_formats()  # client routes and provider formats
         self.store: Store | None = None
-        self.client = UpstreamClient(
+        self.client = client or UpstreamClient(
             AttemptTimeouts(
                 connect_s=config.resilience.timeouts.connect_s,
                 ttft_s=config.resilience.timeouts.ttft_s,
@@ -100,8 +121,18 @@ class Gateway:
 
             self.redis_state = ResilientRoutingState.from_url(config.redis_url, clock=self.clock)
         self.state: RoutingState = self.redis_state or MemoryRoutingState(self.clock)
+        # API-8: key budgets (reserve/settle, in Redis when configured) and per-key rate limits
+        self.budgets = Budgets(
+            self.clock,
+            lambda: self.store,
+            self.redis_state.primary if self.redis_state else None,
+            hold_s=config.resilience.timeouts.total_s + 300,
+        )
+        self.rate_limits = RateLimits(
+            config.redis_url, rpm=config.rate_limits.rpm, tpm=config.rate_limits.tpm
+        )
         self.resilience = bootstrap.build_resilience(config, self.state, self.clock)
-        self.adapters: dict[str, ProviderAdapter] = wire.adapters()
+        self.adapters: dict[str, ProviderAdapter] = wire.adapters(self.formats)
         self.engine = Engine(
             clock=self.clock,
             client=self.client,
@@ -132,19 +163,23 @@ class Gateway:
         self.decisions: OrderedDict[str, Decision] = OrderedDict()
         self.started_at = self.clock.time()
         self.metrics = Metrics()
+        self.draining = False  # set on SIGTERM: readiness answers 503 while requests in flight finish
         self.body_deadlines = BodyDeadlines()  # 408 for request bodies that stop arriving
         self._fingerprint: tuple[Any, ...] | None = None  # store fingerprint the snapshot was built from
         self._store_watch: asyncio.Task[None] | None = None
         self._reload_lock = asyncio.Lock()  # a SIGHUP and POST /api/reload arriving together apply in turn
 
     # -- lifecycle ---------------------------------------------------------------------------
-    async def start(self) -> None:
+    async def start(self, *, background: bool = True) -> None:
         """Open the store (migrations), load config objects into it, start simulated providers when
         nothing is configured, build the routing snapshot and start the background writers.
 
+        ``background=False`` starts no background task (no usage or decision writer, no store watch):
+        for the simulator, which runs the request path alone on virtual time and keeps its own record.
+
         Raises :class:`ConfigError` naming the key when the config names an unknown wire format or
         provider, or a non-auto combo without targets."""
-        bootstrap.check_provider_formats(self.config)
+        bootstrap.check_provider_formats(self.config, self.formats)
         data_dir = data_dir_for(self.config.database_url)
         self.store = await Store.open(self.config.database_url, data_dir=data_dir, clock=self.clock)
         await bootstrap.load_config_into_store(self.config, self.store)
@@ -158,11 +193,11 @@ class Gateway:
             )
         await self.refresh()
         self._check_config_references(self.config, self.catalog)
-        from omniroute.routing.combos import log_shadowing
-
-        log_shadowing(self)  # SPEC §4: one line listing every combo that shadows a model id
+        log_shadowing(self.registry)  # SPEC §4: one line listing every combo that shadows a model id
         if self.redis_state is not None:  # connect now: an unreachable Redis is reported at start
             await self.redis_state.ready()
+        if not background:
+            return
         spool_dir = Path(data_dir or "data") / "spool"  # rows the database refused, kept on disk
         self.usage = BatchWriter(
             self._write_usage,
@@ -231,13 +266,16 @@ class Gateway:
         if self.config.source_path is None:
             raise ConfigError("no config file to reload: the gateway was started without one")
         async with self._reload_lock:
-            new = load_config(self.config.source_path)
-            bootstrap.check_provider_formats(new)
-            catalog = bootstrap.build_catalog(new, await self.store.list_provider_nodes(), self.simulated)
+            new = load_config(self.config.source_path, strategies=self.strategies.names())
+            bootstrap.check_provider_formats(new, self.formats)
+            catalog = bootstrap.build_catalog(
+                new, await self.store.list_provider_nodes(), self.simulated, self.formats
+            )
             self._check_config_references(new, catalog)
             await bootstrap.load_config_into_store(new, self.store)
             self.config = new
-            self.client.policy = EgressPolicy.from_config(new.security)
+            if isinstance(self.client, UpstreamClient):  # a simulated client sends nowhere
+                self.client.policy = EgressPolicy.from_config(new.security)
             await self.refresh()
         log.info("configuration reloaded from %s", new.source_path)
 
@@ -268,11 +306,13 @@ class Gateway:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._store_watch
             self._store_watch = None
+        await self.budgets.drain()
         if self.usage is not None:
             await self.usage.stop()
         if self.decision_writer is not None:
             await self.decision_writer.stop()
         await self.client.close()
+        await self.rate_limits.aclose()
         if self.redis_state is not None:
             await self.redis_state.aclose()
         if self.simulated is not None:
@@ -287,7 +327,7 @@ class Gateway:
         # read first: a write landing during the rebuild then shows as a change on the next poll
         fingerprint = await self.store.snapshot_fingerprint()
         self.catalog = bootstrap.build_catalog(
-            self.config, await self.store.list_provider_nodes(), self.simulated
+            self.config, await self.store.list_provider_nodes(), self.simulated, self.formats
         )
         conns = await self.store.list_connections()
         combos = [Combo.from_row(row) for row in await self.store.list_combos()]
@@ -338,8 +378,6 @@ class Gateway:
             if p.simulated:
                 item["simulated"] = True
             out.append(item)
-        from omniroute.routing.combos import combo_limits
-
         for name, combo in reg.combos.items():
             ctx, mo = combo_limits(self, combo)
             out.append(
@@ -390,8 +428,6 @@ class Gateway:
     def auto_models(self) -> list[dict[str, Any]]:
         """``auto`` and its advertised variants (AUTO-1) with ``context_length``/``max_output_tokens`` =
         MAX over each pool, never 0 (API-2)."""
-        from omniroute.routing.auto.listing import auto_models
-
         return auto_models(self)
 
     # -- auth --------------------------------------------------------------------------------
@@ -417,7 +453,7 @@ class Gateway:
             raise AuthenticationFailed("Invalid API key: keys are ASCII text.")
         rec = self._key_memo.get(key)
         if rec is not None:
-            return rec
+            return self._unexpired(rec)
         rec = self.keys_by_hash.get(hash_key(key))
         if rec is None:
             if self.config.server.require_api_key:
@@ -425,11 +461,19 @@ class Gateway:
             return None
         if len(self._key_memo) < KEY_MEMO_MAX:
             self._key_memo[key] = rec
+        return self._unexpired(rec)
+
+    def _unexpired(self, rec: dict[str, Any]) -> dict[str, Any]:
+        """``rec``, or 401 ``api_key_expired`` once the clock has reached its ``expires_at``."""
+        expires = rec.get("expires_at")
+        if expires is not None and self.clock.time() >= float(expires):
+            when = datetime.fromtimestamp(float(expires), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            raise AuthenticationFailed(f"This API key expired at {when}.", code="api_key_expired")
         return rec
 
-    @staticmethod
-    def check_key_allows(rec: dict[str, Any] | None, model: str) -> None:
-        """Per-key model allowlist (403) and budget (402) checks (API-8)."""
+    def check_key_allows(self, rec: dict[str, Any] | None, model: str) -> None:
+        """Per-key model allowlist (403) and a quick budget pre-check from memory (402) (API-8); the
+        exact budget check is the reservation :meth:`execute` makes."""
         if rec is None:
             return
         allowed = rec.get("allowed_models") or ["*"]
@@ -440,8 +484,9 @@ class Gateway:
             raise PermissionDenied(
                 f"This API key may not use model '{model}' (allowed: {', '.join(allowed)}).", param="model"
             )
-        if budget is not None and float(rec.get("spent_usd") or 0) >= float(budget):
-            raise BudgetExceeded(f"This API key has spent its budget of ${float(budget):.2f}.")
+        over = self.budgets.over_budget(rec) if budget is not None else None
+        if over is not None:
+            raise over
 
     def allowed_models_for(self, api_key_id: str | None) -> list[str] | None:
         """The ``allowed_models`` globs of an API key (``None``: no key, or an unknown one)."""
@@ -495,11 +540,13 @@ class Gateway:
         if plan.context_1m:  # keep the [1m] intent; only Anthropic-format upstreams receive the header
             req.headers["anthropic-beta"] = with_context_1m_beta(req.headers.get("anthropic-beta"))
         if is_multi_call(plan.combo):  # fusion / pipeline call several models (COMBO-5, COMBO-6)
+            req.reservation = await self.admit(req, ())
             try:
                 return await execute_multi_call(self, req, plan, decision), decision
             finally:
                 self.remember(decision)
         candidates, opts = await self.planner.candidates(plan, req, decision)
+        req.reservation = await self.admit(req, candidates)
         try:
             candidates = allowed_candidates(
                 self.allowed_models_for(req.api_key_id), candidates, decision, req.model
@@ -516,6 +563,17 @@ class Gateway:
         finally:
             self.remember(decision)
         return out, decision
+
+    async def admit(self, req: ChatRequest, candidates: Sequence[Candidate]) -> Any:
+        """The key's rate limits (429) and budget reservation (402) for ``req`` on ``candidates``
+        (:func:`omniroute.accounting.admission.admit`); returns the reservation or ``None``."""
+        rec = self.keys_by_id.get(req.api_key_id) if req.api_key_id else None
+        return await admit(self.budgets, self.rate_limits, rec, req, candidates)
+
+    def release_unsettled(self, req: ChatRequest) -> None:
+        """Release ``req``'s budget reservation if no usage row settled it (a request that ended on an
+        unexpected path); a no-op otherwise."""
+        self.budgets.release(req.reservation)
 
     def remember(self, decision: Decision) -> None:
         """Queue the decision for the store and keep it in memory until it is stored, so
@@ -562,10 +620,13 @@ class Gateway:
         price_unknown = cand is not None and not cand.model.price_known
         if price_unknown and cand is not None:
             self._warn_price_unknown(cand)
+        release = 0.0
         if member is None:  # a member call is part of its request, observed once by the main row
             self.metrics.observe_request(decision, status, cand, usage, latency_ms, ttft_ms, cost)
+            release = self.budgets.settle(req.reservation, cost if charge else 0.0)
+        rec = self.keys_by_id.get(req.api_key_id) if req.api_key_id else None
         self.usage.put(
-            {
+            row := {
                 "ts": self.clock.time(),
                 "request_id": req.request_id,
                 "api_key_id": req.api_key_id,
@@ -590,12 +651,14 @@ class Gateway:
                 "stream": req.stream,
                 "member": member,
                 "charge": charge,
+                "release_usd": release,
+                "period_start": self.budgets.period_start(rec),
             }
         )
-        if req.api_key_id and cost and charge:
-            rec = self.keys_by_id.get(req.api_key_id)
-            if rec is not None:
-                rec["spent_usd"] = float(rec.get("spent_usd") or 0) + cost
+        if member is None:
+            note_access(row, decision)  # the access line and trace (omniroute.observe.access)
+        if cost and charge:
+            self.budgets.note_spend(rec, cost)
 
     def _warn_price_unknown(self, cand: Candidate) -> None:
         """Log once per model that its requests are recorded at $0 (OBS-1)."""
@@ -647,15 +710,23 @@ class Gateway:
         return g
 
     async def _write_usage(self, rows: list[dict[str, Any]]) -> None:
-        """Usage sink: one batch insert, then each key's spend added once per batch (API-8 budgets)."""
+        """Usage sink: one batch insert, then per key and period one atomic update adding the batch's
+        spend and releasing its database reservations (API-8 budgets)."""
         assert self.store is not None
         await self.store.write_usage(rows)
-        spend: dict[str, float] = {}
+        settle: dict[tuple[str, float], list[float]] = {}
         for r in rows:
-            if r.get("api_key_id") and r.get("cost_usd") and r.get("charge", True):
-                spend[r["api_key_id"]] = spend.get(r["api_key_id"], 0.0) + float(r["cost_usd"])
-        for key_id, usd in spend.items():
-            await self.store.add_spend(key_id, usd)
+            key_id = r.get("api_key_id")
+            if not key_id:
+                continue
+            usd = float(r.get("cost_usd") or 0) if r.get("charge", True) else 0.0
+            release = float(r.get("release_usd") or 0)
+            if usd or release:
+                acc = settle.setdefault((key_id, float(r.get("period_start") or 0)), [0.0, 0.0])
+                acc[0] += usd
+                acc[1] += release
+        for (key_id, start), (usd, release) in settle.items():
+            await self.store.settle_spend(key_id, start, usd, release)
 
 
 def encode_decisions(batch: list[Decision]) -> list[dict[str, Any]]:

@@ -33,7 +33,7 @@ class SimulatedFleet:
     """Three fake OpenAI-format providers on 127.0.0.1 plus their connections and a sample combo."""
 
     def __init__(self) -> None:
-        from omniroute.testing import FakeProvider
+        from omniroute.testing.fake_provider import FakeProvider  # loaded only when simulating
 
         self._servers = {pid: FakeProvider(name=pid) for pid, *_ in SIMULATED_MODELS}
 

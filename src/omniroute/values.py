@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from omniroute.core.prompt import estimate_prompt_tokens
+
 Tier = Literal["free", "standard", "premium"]
 AccountTier = Literal["ultra", "pro", "standard", "free"]
 
@@ -191,11 +193,12 @@ class ChatRequest:
     @property
     def prompt_estimate(self) -> int:
         """Estimated prompt tokens (≈ chars / 4), used when an upstream reports no usage."""
-        from omniroute.resilience.precall import estimate_prompt_tokens
-
         return estimate_prompt_tokens(self.body)
 
     native: dict[str, Any] | None = None
+    reservation: Any = None
+    """The key budget's hold for this call (:class:`omniroute.accounting.budget.Reservation`), settled
+    by the usage row (API-8)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -275,3 +275,23 @@ async def test_a_csrf_token_that_is_not_ascii_is_refused_not_an_error(make_app: 
         odd = {"X-CSRF-Token": "tökén".encode("latin-1")}
         assert (await c.post("/dashboard/keys", data={"name": "x"}, headers=odd)).status_code == 403
         assert (await c.post("/api/keys", json={"name": "x"}, headers=odd)).status_code == 403
+
+
+async def test_console_creates_a_key_with_a_daily_budget_and_shows_its_period(
+    make_app: Callable[..., Any],
+) -> None:
+    """API-8 in the console: the create form takes a budget period; the list shows it next to the cap,
+    and an unknown period is refused naming the field."""
+    app = await make_app()
+    async with client(app) as c:
+        page = await c.get("/dashboard/keys")
+        token = re.search(r'name="csrf_token" value="([^"]+)"', page.text)
+        assert token is not None and 'name="budget_period"' in page.text
+        form = {"name": "team", "budget_usd": "5", "budget_period": "daily", "csrf_token": token.group(1)}
+        r = await c.post("/dashboard/keys", data=form)
+        assert r.status_code == 200 and "Key team created" in r.text
+        assert re.search(r"\$5[.0-9]*\s*<small class=\"muted\">daily</small>", r.text)
+        keys = (await c.get("/api/keys")).json()["data"]
+        assert [(k["budget_usd"], k["budget_period"]) for k in keys] == [(5.0, "daily")]
+        bad = await c.post("/dashboard/keys", data={**form, "name": "other", "budget_period": "hourly"})
+        assert bad.status_code == 422 and 'id="k-period" name="budget_period" aria-invalid="true"' in bad.text

@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 
-from omniroute.api.deadlines import BodyDeadlines
+from omniroute.deadlines import BodyDeadlines
 from omniroute.errors import InvalidRequest, PayloadTooLarge
 
 Scope = MutableMapping[str, Any]
@@ -47,7 +47,7 @@ async def read_body(
     """The whole request body; raises :class:`PayloadTooLarge` past ``limit`` bytes (OPS-2
     max_body_mb), at once when the declared ``Content-Length`` is already larger, and
     :class:`RequestTimeout` (408) when the body does not arrive within the ``deadlines`` allowance
-    (default :data:`~omniroute.api.deadlines.BODY_TIMEOUT_S`)."""
+    (default :data:`~omniroute.deadlines.BODY_TIMEOUT_S`)."""
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise PayloadTooLarge(
             f"Request body exceeds the limit of {limit / (1024 * 1024):g} MB (server.max_body_mb)."

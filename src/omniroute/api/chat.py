@@ -142,13 +142,14 @@ async def run_chat(
             decision,
             status=499,
             cand=so.candidate if so else None,
-            usage=so.usage if so else None,
+            usage=_usage(so, req) if so else None,  # what was forwarded is charged (estimated if unreported)
             latency_ms=(gw.clock.monotonic() - t0) * 1000,
             ttft_ms=so.ttft_ms if so else None,
             error="client disconnected",
         )
     finally:
         watcher.cancel()
+        gw.release_unsettled(req)
 
 
 async def _run(

@@ -1,5 +1,7 @@
 """``POST /v1/embeddings`` (API-5): routed like chat (same resolution, same ladder) to OpenAI-format
-providers that serve embeddings, with plain priority order and fallback. Usage is recorded (OBS-1)."""
+providers that serve embeddings, in plain priority order, through the engine's attempt loop (the same
+retry budget, attempt cap, deadline, in-flight counts and probe slots as chat; the call itself is
+:class:`~omniroute.wire.openai.upstream.EmbeddingsCall`). Usage is recorded (OBS-1)."""
 
 from __future__ import annotations
 
@@ -18,16 +20,15 @@ from omniroute.api.asgi import (
     send_bytes,
 )
 from omniroute.api.chat import chat_request, routing_headers, send_error
-from omniroute.errors import AttemptRecord, GatewayError, InvalidRequest, UpstreamError
+from omniroute.errors import GatewayError, InvalidRequest
 from omniroute.gateway import Gateway
-from omniroute.resilience.ladder import LadderContext
-from omniroute.resilience.redact import redact_error
 from omniroute.routing.decision import Decision
+from omniroute.routing.engine import Outcome
 from omniroute.routing.permissions import allowed_candidates
 from omniroute.routing.resolve import resolve
 from omniroute.values import Usage
 from omniroute.wire.openai.outbound import openai_error
-from omniroute.wire.openai.upstream import embeddings_request
+from omniroute.wire.openai.upstream import EMBEDDINGS
 
 ENCODING_FORMATS = ("float", "base64")
 MAX_INPUTS = 2048
@@ -79,7 +80,8 @@ def _validate(body: dict[str, Any]) -> None:
 
 
 async def embeddings(gw: Gateway, scope: Scope, receive: Receive, send: Send) -> None:
-    """Forward an embeddings request to the first healthy candidate; fall back on failure."""
+    """Forward an embeddings request to the first healthy candidate; fall back on failure (the engine's
+    rules: transient errors retried and failed over, a non-retryable one returned as is)."""
     t0 = gw.clock.monotonic()
     headers = header_map(scope)
     req_id = gw.request_id_for(headers, claim=True)
@@ -108,54 +110,16 @@ async def embeddings(gw: Gateway, scope: Scope, receive: Receive, send: Send) ->
             )
         cands = [c for c in gw.planner.expand(plan.targets, decision) if c.provider.format == "openai"]
         cands = allowed_candidates(gw.allowed_models_for(req.api_key_id), cands, decision, req.model)
-        result = await gw.resilience.filter(cands, LadderContext(now=gw.clock.time()))
-        decision.exclusions.extend(result.exclusions)
-        errors: list[UpstreamError] = []
-        for cand in result.survivors:
-            a0 = gw.clock.monotonic()
-            try:
-                resp = await gw.client.send(embeddings_request(cand, body), provider=cand.provider.id)
-                try:
-                    data = await resp.read()
-                finally:
-                    resp.close()
-                if resp.status >= 400:
-                    raise gw.adapters["openai"].classify_error(
-                        resp.status, resp.headers, data, cand, now=gw.clock.time()
-                    )
-            except UpstreamError as err:
-                redact_error(err, cand.connection.secret)
-                ms = (gw.clock.monotonic() - a0) * 1000
-                decision.attempts.append(
-                    AttemptRecord(
-                        cand.provider.id,
-                        cand.model.id,
-                        cand.connection.id,
-                        err.upstream_status or err.status,
-                        err.message,
-                        ms,
-                    )
-                )
-                await gw.resilience.record_failure(cand, err, ms)
-                errors.append(err)
-                if not err.retryable:
-                    raise
-                continue
-            ms = (gw.clock.monotonic() - a0) * 1000
-            decision.attempts.append(
-                AttemptRecord(cand.provider.id, cand.model.id, cand.connection.id, 200, "ok", ms)
-            )
-            decision.served = cand.key
-            await gw.resilience.record_success(cand, ms, None, resp.headers)
-            gw.remember(decision)
-            out = orjson.loads(data)
-            usage = Usage(prompt_tokens=int((out.get("usage") or {}).get("prompt_tokens") or 0))
-            total = (gw.clock.monotonic() - t0) * 1000
-            gw.record_usage(req, decision, status=200, cand=cand, usage=usage, latency_ms=total, ttft_ms=None)
-            hdr = routing_headers(req, decision, total - ms, cand)
-            await send_bytes(send, 200, data, encode_headers(hdr))
-            return
-        raise await gw.engine.exhausted(cands, errors, decision)
+        req.reservation = await gw.admit(req, cands)  # rate limits (429), budget (402)
+        out = await gw.engine.run(req, cands, decision, call=EMBEDDINGS)
+        assert isinstance(out, Outcome), "embeddings are never streamed"
+        gw.remember(decision)
+        cand = out.candidate
+        usage = Usage(prompt_tokens=out.usage.prompt_tokens if out.usage is not None else 0)
+        total = (gw.clock.monotonic() - t0) * 1000
+        gw.record_usage(req, decision, status=200, cand=cand, usage=usage, latency_ms=total, ttft_ms=None)
+        hdr = routing_headers(req, decision, total - out.upstream_ms, cand)
+        await send_bytes(send, 200, orjson.dumps(out.response), encode_headers(hdr))
     except GatewayError as err:
         gw.remember(decision)
         elapsed_ms = (gw.clock.monotonic() - t0) * 1000

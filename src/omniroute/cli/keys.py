@@ -1,11 +1,13 @@
-"""``omniroute keys``: create, list and revoke client API keys (API-8) through the store."""
+"""``omniroute keys``: create, list, update and revoke client API keys (API-8) through the store."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 
+from omniroute.accounting.budget import Budgets
+from omniroute.clock import SystemClock
 from omniroute.config import Config
 from omniroute.store import Store
 
@@ -33,17 +35,73 @@ async def list_keys(cfg: Config, console: LazyConsole) -> None:
     store = await _open(cfg)
     try:
         table = Table("id", "name", "prefix", "allowed models", "budget $", "spent $", "revoked")
-        for k in await store.list_api_keys():
+        budgets = Budgets(SystemClock(), lambda: store, None)
+        for k in map(budgets.current, await store.list_api_keys()):  # spend of the current period
+            cap = k.get("budget_usd")
+            period = k.get("budget_period") or "total"
             table.add_row(
                 str(k["id"]),
                 k["name"],
                 str(k.get("key_prefix", "")),
                 ",".join(k.get("allowed_models") or []),
-                str(k.get("budget_usd") or "-"),
+                "-" if cap is None else (f"{cap:g}" if period == "total" else f"{cap:g}/{period}"),
                 f"{float(k.get('spent_usd') or 0):.4f}",
                 "yes" if k.get("revoked") else "no",
             )
         console.print(table)
+    finally:
+        await store.close()
+
+
+def key_changes(
+    *,
+    allowed: list[str] | None,
+    budget_usd: float | None,
+    no_budget: bool,
+    period: str | None,
+    expires: str | None,
+    rpm: int | None,
+    tpm: int | None,
+) -> dict[str, Any]:
+    """The changes the ``keys update`` options ask for, validated by the same rules as
+    ``PATCH /api/keys/{id}``; raises ``ValueError`` naming the option."""
+    from pydantic import ValidationError
+
+    from omniroute.api.admin.core import KeyUpdate
+
+    if no_budget and budget_usd is not None:
+        raise ValueError("--budget and --no-budget contradict each other")
+    raw: dict[str, Any] = {}
+    if allowed:
+        raw["allowed_models"] = allowed
+    if no_budget:
+        raw["budget_usd"] = None
+    elif budget_usd is not None:
+        raw["budget_usd"] = budget_usd
+    if period is not None:
+        raw["budget_period"] = period
+    if expires is not None:
+        raw["expires_at"] = None if expires.strip().lower() == "never" else expires
+    for name, value in (("rpm", rpm), ("tpm", tpm)):
+        if value is not None:
+            raw[name] = value or None
+    try:
+        return KeyUpdate.model_validate(raw).changes()
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        option = {"budget_usd": "--budget", "budget_period": "--period", "expires_at": "--expires"}
+        field = str(first["loc"][0]) if first["loc"] else "body"
+        raise ValueError(
+            f"{option.get(field, '--' + field.replace('_models', ''))}: {first['msg']}"
+        ) from None
+
+
+async def update_key(cfg: Config, key: str, changes: dict[str, Any]) -> dict[str, Any] | None:
+    """Apply ``changes`` to the key named by id or name; its record, or ``None`` when no such key. A
+    running gateway picks the change up within its store poll interval."""
+    store = await _open(cfg)
+    try:
+        return await store.update_api_key(key, changes)
     finally:
         await store.close()
 

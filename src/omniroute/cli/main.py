@@ -4,9 +4,10 @@
 from __future__ import annotations
 
 import asyncio
-import logging
+import math
 import os
 import sys
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -15,6 +16,7 @@ import typer
 from omniroute.cli.combos import app as combos_app
 from omniroute.cli.common import ConfigOpt, console, err_console, load_or_exit
 from omniroute.cli.inventory import connections_app, providers_app
+from omniroute.cli.simulate import simulate, usage_app
 from omniroute.config import ConfigError, load_config
 
 app = typer.Typer(help="OmniRoute: a self-hosted AI gateway.", no_args_is_help=True, add_completion=False)
@@ -27,6 +29,8 @@ app.add_typer(catalog_app, name="catalog")
 app.add_typer(combos_app, name="combos")
 app.add_typer(providers_app, name="providers")
 app.add_typer(connections_app, name="connections")
+app.add_typer(usage_app, name="usage")
+app.command()(simulate)
 _load = load_or_exit
 
 
@@ -48,12 +52,23 @@ def _main(
     """OmniRoute: a self-hosted AI gateway."""
 
 
-def _setup_logging() -> None:
-    logging.basicConfig(
-        level=os.environ.get("OMNIROUTE_LOG_LEVEL", "INFO").upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    logging.getLogger("alembic").setLevel(logging.WARNING)  # migration chatter on every start
+def _setup_logging(fmt: str | None = None) -> None:
+    """Logs to stderr off the event loop, ``text`` or ``json`` (default ``$OMNIROUTE_LOG_FORMAT``),
+    level ``$OMNIROUTE_LOG_LEVEL`` (:mod:`omniroute.observe.logs`)."""
+    from omniroute.observe.logs import setup_logging
+
+    try:
+        setup_logging(fmt)
+    except ValueError as exc:  # OMNIROUTE_LOG_FORMAT set to something else
+        err_console.print(f"[red]Invalid OMNIROUTE_LOG_FORMAT:[/red] {exc}")
+        raise typer.Exit(2) from None
+
+
+class LogFormat(StrEnum):
+    """``--log-format`` values."""
+
+    text = "text"
+    json = "json"
 
 
 @app.command()
@@ -62,19 +77,31 @@ def serve(
     host: Annotated[str | None, typer.Option(help="Bind address (overrides server.host).")] = None,
     port: Annotated[int | None, typer.Option(help="Port (overrides server.port).")] = None,
     workers: Annotated[int | None, typer.Option(help="Worker processes (overrides server.workers).")] = None,
+    log_format: Annotated[
+        LogFormat | None,
+        typer.Option("--log-format", help="Log lines as text or JSON (overrides server.log_format)."),
+    ] = None,
 ) -> None:
     """Run the gateway. With no config it serves built-in simulated providers (offline, no keys)."""
     import uvicorn
 
     from omniroute.api.protocol import HeaderDeadlineProtocol
 
-    _setup_logging()
+    flag = log_format.value if log_format is not None else None
+    _setup_logging(flag)
     cfg = _load(config)
     try:
         cfg = cfg.with_overrides(host=host, port=port, workers=workers)
     except ConfigError as exc:
         err_console.print(f"[red]Invalid option:[/red] {exc}")
         raise typer.Exit(2) from None
+    fmt = flag or os.environ.get("OMNIROUTE_LOG_FORMAT") or cfg.server.log_format
+    os.environ["OMNIROUTE_LOG_FORMAT"] = fmt  # the workers log the same way
+    _setup_logging(fmt)
+    if cfg.server.workers > 1:
+        from omniroute.observe.metrics import prepare_multiprocess_dir
+
+        prepare_multiprocess_dir()  # one /metrics scrape sums every worker
     if cfg.source_path is not None:
         os.environ["OMNIROUTE_CONFIG"] = str(cfg.source_path)
     os.environ["OMNIROUTE_HOST"], os.environ["OMNIROUTE_PORT"] = cfg.server.host, str(cfg.server.port)
@@ -83,6 +110,9 @@ def serve(
         f"(config: {cfg.source_path or 'none — simulated providers when nothing is configured'}); "
         f"console: http://{cfg.server.host}:{cfg.server.port}/dashboard"
     )
+    from omniroute.observe.lifecycle import exit_quietly_on_sigterm
+
+    exit_quietly_on_sigterm()  # SIGTERM drains, then the process exits 0
     uvicorn.run(
         "omniroute.cli.main:app_factory",
         factory=True,
@@ -90,11 +120,13 @@ def serve(
         port=cfg.server.port,
         workers=cfg.server.workers,
         log_level="warning",
-        access_log=False,
+        log_config=None,  # uvicorn's own lines go through the gateway's log setup (text or JSON)
+        access_log=False,  # the gateway writes its own access line (omniroute.observe.access)
         loop="uvloop",
         http=HeaderDeadlineProtocol,
         timeout_keep_alive=cfg.server.header_timeout_s,
         lifespan="on",
+        timeout_graceful_shutdown=math.ceil(cfg.server.drain_timeout_s),  # uvicorn takes whole seconds
     )
 
 
@@ -145,6 +177,47 @@ def keys_create(
         raise typer.Exit(1) from None
     console.print(f"Created key '{name}'. It is shown once; store it now:")
     print(plaintext)
+
+
+@keys_app.command("update")
+def keys_update(
+    key: Annotated[str, typer.Argument(help="Key id or name.")],
+    config: ConfigOpt = None,
+    allowed_models: Annotated[
+        list[str] | None, typer.Option("--allow", help="Glob of allowed models (repeat; replaces the list).")
+    ] = None,
+    budget_usd: Annotated[float | None, typer.Option("--budget", help="Spend cap in USD per period.")] = None,
+    no_budget: Annotated[bool, typer.Option("--no-budget", help="Remove the spend cap.")] = False,
+    period: Annotated[
+        str | None, typer.Option("--period", help="Budget period: daily, weekly, monthly or total (UTC).")
+    ] = None,
+    expires: Annotated[
+        str | None, typer.Option("--expires", help="Expiry: ISO 8601 date-time, epoch seconds, or 'never'.")
+    ] = None,
+    rpm: Annotated[int | None, typer.Option("--rpm", help="Requests per minute (0: default).")] = None,
+    tpm: Annotated[int | None, typer.Option("--tpm", help="Tokens per minute (0: default).")] = None,
+) -> None:
+    """Change a key's budget, budget period, allowed models, rate limits or expiry."""
+    from omniroute.cli.keys import key_changes, update_key
+
+    try:
+        changes = key_changes(
+            allowed=allowed_models,
+            budget_usd=budget_usd,
+            no_budget=no_budget,
+            period=period,
+            expires=expires,
+            rpm=rpm,
+            tpm=tpm,
+        )
+    except ValueError as exc:
+        err_console.print(f"[red]Cannot update key:[/red] {exc}")
+        raise typer.Exit(2) from None
+    rec = asyncio.run(update_key(_load(config), key, changes))
+    if rec is None:
+        err_console.print(f"[red]No key '{key}'.[/red]")
+        raise typer.Exit(1)
+    console.print(f"Updated '{rec['name']}': {', '.join(sorted(changes)) or 'nothing changed'}.")
 
 
 @keys_app.command("list")

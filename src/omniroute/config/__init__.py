@@ -51,6 +51,7 @@ __all__ = [
     "ModelAliasConfig",
     "ModelConfig",
     "ProviderConfig",
+    "RateLimitsConfig",
     "ResilienceConfig",
     "RetriesConfig",
     "ServerConfig",
@@ -72,6 +73,8 @@ DEFAULT_REQUIRE_API_KEY = False
 DEFAULT_MAX_BODY_MB = 10.0
 DEFAULT_WORKERS = 1
 DEFAULT_STREAM_KEEPALIVE_S = 5.0
+DEFAULT_LOG_FORMAT: Final = "text"
+DEFAULT_DRAIN_TIMEOUT_S = 30.0
 METRICS_AUTH_VALUES = ("public", "admin", "token")
 DEFAULT_METRICS_AUTH = "admin"
 DEFAULT_HEADER_TIMEOUT_S = 10
@@ -158,11 +161,14 @@ class ServerConfig:
     ``max_body_mb`` (megabytes, 413 above it), uvicorn ``workers`` and ``stream_keepalive_s``
     (seconds; :data:`DEFAULT_STREAM_KEEPALIVE_S`) — the last two additions to the contract — and
     ``allowed_hosts``, the ``Host`` names the management API answers besides loopback ones (DNS
-    rebinding guard, :mod:`omniroute.api.hosts`). ``metrics_auth`` says who may read ``/metrics``:
+    rebinding guard, :mod:`omniroute.api.hosts`); ``log_format`` (``text`` or ``json``, overridden by
+    ``serve --log-format``), ``otlp_endpoint`` (an OTLP/HTTP base URL for traces, ``None`` → off unless
+    ``$OTEL_EXPORTER_OTLP_ENDPOINT`` is set) and ``drain_timeout_s`` (seconds requests in flight get to
+    finish after SIGTERM; :data:`DEFAULT_DRAIN_TIMEOUT_S`). ``metrics_auth`` says who may read ``/metrics``:
     ``public``, ``admin`` (the management API's rule: the admin key, or loopback when none is set;
     the default) or ``token`` (``Authorization: Bearer <metrics_token>``, or the admin key).
-    ``header_timeout_s`` (whole seconds) closes a connection whose request headers have not all arrived,
-    and an idle keep-alive connection, after that long.
+    ``header_timeout_s`` (whole seconds) closes a connection whose request headers have not all
+    arrived, and an idle keep-alive connection, after that long.
     """
 
     host: str = DEFAULT_HOST
@@ -173,6 +179,9 @@ class ServerConfig:
     workers: int = DEFAULT_WORKERS
     stream_keepalive_s: float = DEFAULT_STREAM_KEEPALIVE_S
     allowed_hosts: tuple[str, ...] = ()
+    log_format: str = DEFAULT_LOG_FORMAT
+    otlp_endpoint: str | None = None
+    drain_timeout_s: float = DEFAULT_DRAIN_TIMEOUT_S
     metrics_auth: str = DEFAULT_METRICS_AUTH
     metrics_token: str | None = field(default=None, repr=False)
     header_timeout_s: int = DEFAULT_HEADER_TIMEOUT_S
@@ -180,7 +189,7 @@ class ServerConfig:
 
 @dataclass(frozen=True, slots=True)
 class SecurityConfig:
-    """``security``: where provider keys may be sent (:mod:`omniroute.providers.egress`).
+    """``security``: where provider keys may be sent (:mod:`omniroute.core.egress`).
 
     ``allow_loopback_base_urls`` (default true: local model servers) and ``allow_private_base_urls``
     (default true: RFC 1918/4193/6598 ranges, models on the LAN) say whether a ``base_url`` may point
@@ -209,13 +218,28 @@ class UpstreamLimitsConfig:
 class ApiKeyConfig:
     """One client key (API-8): ``key`` is the plaintext secret (``None`` when its ``${ENV}`` reference is
     unset: such an entry admits nobody), ``allowed_models`` glob patterns, ``budget_usd`` spend cap in USD
-    (``None`` = unlimited).
+    per ``budget_period`` (``daily``/``weekly``/``monthly`` reset at the UTC boundary, ``total`` never;
+    ``None`` = unlimited), ``expires_at`` epoch seconds after which the key is refused (401), ``rpm``/``tpm``
+    requests and tokens per minute (``None`` = ``rate_limits`` defaults).
     """
 
     name: str
     key: str | None = field(default=None, repr=False)
     allowed_models: tuple[str, ...] = DEFAULT_ALLOWED_MODELS
     budget_usd: float | None = None
+    budget_period: str = "total"
+    expires_at: float | None = None
+    rpm: int | None = None
+    tpm: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RateLimitsConfig:
+    """Default per-key rate limits (API-8) for keys that set none: ``rpm`` requests and ``tpm`` tokens
+    per minute (moving 60-second window); ``None`` = unlimited."""
+
+    rpm: int | None = None
+    tpm: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -418,6 +442,7 @@ class Config:
     upstream_limits: UpstreamLimitsConfig = field(default_factory=UpstreamLimitsConfig)
     security: SecurityConfig = field(default_factory=SecurityConfig)
     combo_defaults: Mapping[str, Any] = field(default_factory=_empty_map)
+    rate_limits: RateLimitsConfig = field(default_factory=RateLimitsConfig)
     source_path: Path | None = None
 
     @property

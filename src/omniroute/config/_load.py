@@ -26,6 +26,7 @@ from omniroute.config import (
     DEFAULT_COOLDOWN_MAX_S,
     DEFAULT_COOLDOWN_SERVER_ERROR_MAX_S,
     DEFAULT_DATABASE_URL,
+    DEFAULT_DRAIN_TIMEOUT_S,
     DEFAULT_EXPLORATION_RATE,
     DEFAULT_FAILURE_THRESHOLD,
     DEFAULT_HALF_OPEN_PROBES,
@@ -35,6 +36,7 @@ from omniroute.config import (
     DEFAULT_LKGP_SCOPE,
     DEFAULT_LOCKOUT_BASE_S,
     DEFAULT_LOCKOUT_MAX_S,
+    DEFAULT_LOG_FORMAT,
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_MAX_BODY_MB,
     DEFAULT_MAX_EVENT_MB,
@@ -64,6 +66,7 @@ from omniroute.config import (
     ModelAliasConfig,
     ModelConfig,
     ProviderConfig,
+    RateLimitsConfig,
     ResilienceConfig,
     RetriesConfig,
     SecurityConfig,
@@ -152,6 +155,9 @@ class _Server(_Edge):
     workers: Int = Field(DEFAULT_WORKERS, ge=1)
     stream_keepalive_s: Number = Field(DEFAULT_STREAM_KEEPALIVE_S, ge=0)
     allowed_hosts: list[_Str] = []
+    log_format: Literal["text", "json"] = DEFAULT_LOG_FORMAT
+    otlp_endpoint: _Str | None = None
+    drain_timeout_s: Number = Field(DEFAULT_DRAIN_TIMEOUT_S, ge=0)
     metrics_auth: Literal["public", "admin", "token"] = "admin"
     metrics_token: str | None = None
     header_timeout_s: Int = Field(DEFAULT_HEADER_TIMEOUT_S, ge=1, le=3600)
@@ -168,6 +174,15 @@ class _ApiKey(_Edge):
     key: str | None
     allowed_models: list[str] | None = None
     budget_usd: Number | None = Field(None, ge=0)
+    budget_period: Literal["daily", "weekly", "monthly", "total"] = "total"
+    expires_at: Annotated[Number | None, BeforeValidator(_epoch_seconds)] = None
+    rpm: Int | None = Field(None, ge=1)
+    tpm: Int | None = Field(None, ge=1)
+
+
+class _RateLimits(_Edge):
+    rpm: Int | None = Field(None, ge=1)
+    tpm: Int | None = Field(None, ge=1)
 
 
 class _Model(_Edge):
@@ -286,6 +301,7 @@ class _Root(_Edge):
     resilience: _Resilience | None = None
     auto: _Auto | None = None
     upstream_limits: _UpstreamLimits | None = None
+    rate_limits: _RateLimits | None = None
     security: _Security | None = None
     combo_defaults: OptionsMap | None = None
 
@@ -350,6 +366,10 @@ def _convert(root: _Root, errors: list[tuple[str, str]]) -> Config:
             key=k.key,
             allowed_models=DEFAULT_ALLOWED_MODELS if k.allowed_models is None else tuple(k.allowed_models),
             budget_usd=k.budget_usd,
+            budget_period=k.budget_period,
+            expires_at=k.expires_at,
+            rpm=k.rpm,
+            tpm=k.tpm,
         )
         for k in root.api_keys or ()
     )
@@ -422,6 +442,9 @@ def _convert(root: _Root, errors: list[tuple[str, str]]) -> Config:
         if root.upstream_limits
         else UpstreamLimitsConfig(),
         combo_defaults=MappingProxyType({}) if root.combo_defaults is None else root.combo_defaults,
+        rate_limits=RateLimitsConfig(**root.rate_limits.model_dump())
+        if root.rate_limits
+        else RateLimitsConfig(),
         security=_convert_security(root, server, providers, connections, errors),
     )
 

@@ -31,7 +31,6 @@ from omniroute.api.admin.core import list_connections
 from omniroute.api.admin.trial import TryIn, try_model
 from omniroute.dashboard.web import PREFIX, Page, console_page, form_errors, redirect
 from omniroute.errors import GatewayError, InvalidRequest
-from omniroute.routing.strategies.registry import strategy_names
 
 router = APIRouter()
 PageDep = Annotated[Page, Depends(console_page)]
@@ -134,7 +133,7 @@ async def _editor(page: Page, combo: dict[str, Any] | None, status: int = 200, *
         status=status,
         combo=combo or {"strategy": "priority", "enabled": True, "targets": [], "config": {}},
         config_text=orjson.dumps((combo or {}).get("config") or {}, option=orjson.OPT_INDENT_2).decode(),
-        strategies=strategy_names(),
+        strategies=gw.strategies.names(),
         options=STRATEGY_OPTIONS,
         common_options=COMMON_OPTIONS,
         models=[m["id"] for m in gw.model_list() if m.get("owned_by") not in ("combo", "auto")],

@@ -1,5 +1,5 @@
-"""Keys page: client API keys with their model allowlist, budget, spend and last use; create (the
-plaintext is shown once) and revoke (OPS-3, API-8).
+"""Keys page: client API keys with their model allowlist, budget and its period, spend and last use;
+create (the plaintext is shown once) and revoke (OPS-3, API-8).
 
 Data and actions: ``GET/POST /api/keys`` and ``DELETE /api/keys/{id}``.
 """
@@ -39,6 +39,8 @@ async def create(page: PageDep) -> Response:
     data = {"name": page.field("name"), "allowed_models": allowed}
     if page.field("budget_usd"):
         data["budget_usd"] = page.field("budget_usd")
+    if page.field("budget_period"):
+        data["budget_period"] = page.field("budget_period")
     template = "partials/keys_live.html" if page.htmx else "keys.html"
     try:
         created = await create_key(KeyCreate.model_validate(data), page.gw)

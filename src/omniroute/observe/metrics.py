@@ -6,15 +6,31 @@ collector turns them into metric families when ``/metrics`` is scraped, and ``pr
 writes the exposition text. Per request this costs a few dict updates instead of a dozen locked
 ``labels()``/``inc()`` calls (PERF-2). Breaker and cooldown gauges are computed from the routing state
 at scrape time.
+
+Several worker processes (``omniroute serve --workers N``): ``serve`` points
+``$PROMETHEUS_MULTIPROC_DIR`` at a private directory before the workers start, and each worker then
+records into ``prometheus_client``'s per-process files (:class:`_MpCounter`, :class:`_MpHistogram`,
+multiprocess gauges) instead of the dicts; ``/metrics`` in any worker reads every worker's files
+(``MultiProcessCollector``), so one scrape shows the sum over workers. ``omniroute_requests_in_flight`` is
+summed over live workers (``livesum``), ``omniroute_routing_state_degraded`` is the most recent reading
+of a live worker (``livemostrecent``); the breaker, cooldown and lockout gauges are read from the
+routing state by the scraping worker (the same in every worker when the state is shared in Redis).
 """
 
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
+import tempfile
 from bisect import bisect_left
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import Counter as PromCounter
+from prometheus_client import Gauge as PromGauge
+from prometheus_client import Histogram as PromHistogram
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
@@ -27,6 +43,10 @@ if TYPE_CHECKING:
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 OVERHEAD_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1)
 BREAKER_VALUES = {"CLOSED": 0, "HALF_OPEN": 1, "OPEN": 2}
+IN_FLIGHT = "omniroute_requests_in_flight"
+IN_FLIGHT_DOC = "Client requests being served now."
+DEGRADED = "omniroute_routing_state_degraded"
+DEGRADED_DOC = "1 while the shared routing state (Redis) is unreachable and local state is used, else 0."
 
 Labels = tuple[str, ...]
 
@@ -99,6 +119,68 @@ class _Histogram:
         return fam
 
 
+class _MpCounter:
+    """A counter family in the worker's multiprocess files (same ``inc`` as :class:`_Counter`)."""
+
+    __slots__ = ("children", "metric")
+
+    def __init__(self, name: str, doc: str, labelnames: Sequence[str]) -> None:
+        self.metric = PromCounter(name, doc, labelnames, registry=None)
+        self.children: dict[Labels, Any] = {}
+
+    def inc(self, labels: Labels, amount: float = 1.0) -> None:
+        _child(self.children, self.metric, labels).inc(amount)
+
+
+class _MpHistogram:
+    """A histogram family in the worker's multiprocess files (same ``observe`` as :class:`_Histogram`)."""
+
+    __slots__ = ("children", "metric")
+
+    def __init__(self, name: str, doc: str, labelnames: Sequence[str], bounds: Sequence[float]) -> None:
+        self.metric = PromHistogram(name, doc, labelnames, registry=None, buckets=bounds)
+        self.children: dict[Labels, Any] = {}
+
+    def observe(self, labels: Labels, value: float) -> None:
+        _child(self.children, self.metric, labels).observe(value)
+
+
+def _child(children: dict[Labels, Any], metric: Any, labels: Labels) -> Any:
+    """The labelled child of a ``prometheus_client`` metric, cached; past :data:`MAX_SERIES` new
+    label sets share the overflow child."""
+    child = children.get(labels)
+    if child is None:
+        if len(children) >= MAX_SERIES:
+            labels = _overflow(labels)
+            child = children.get(labels)
+        if child is None:
+            child = children[labels] = metric.labels(*labels) if labels else metric
+    return child
+
+
+def multiprocess_dir() -> str | None:
+    """``$PROMETHEUS_MULTIPROC_DIR`` when set (``omniroute serve --workers N`` sets it), else ``None``."""
+    return os.environ.get("PROMETHEUS_MULTIPROC_DIR") or None
+
+
+def prepare_multiprocess_dir() -> str:
+    """Set up ``$PROMETHEUS_MULTIPROC_DIR`` for a server with several workers, before they start: the
+    directory already named there (its metric files from an earlier run removed, as
+    ``prometheus_client`` requires), else a new private temporary directory (mode 0700, removed at
+    exit). Returns the directory."""
+    given = multiprocess_dir()
+    if given is not None:
+        os.makedirs(given, exist_ok=True)
+        for name in os.listdir(given):
+            if name.endswith(".db"):
+                os.remove(os.path.join(given, name))
+        return given
+    path = tempfile.mkdtemp(prefix="omniroute-metrics-")
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = path
+    atexit.register(shutil.rmtree, path, True)
+    return path
+
+
 def _le(bound: float) -> str:
     return str(int(bound)) + ".0" if bound == int(bound) else repr(bound)
 
@@ -106,42 +188,78 @@ def _le(bound: float) -> str:
 class Metrics(Collector):
     """The gateway's metrics. ``observe_request`` is called once per finished request."""
 
-    def __init__(self) -> None:
-        self.requests = _Counter(
+    def __init__(self, multiprocess: bool | None = None) -> None:
+        """``multiprocess``: record into ``prometheus_client``'s multiprocess files (default: when
+        ``$PROMETHEUS_MULTIPROC_DIR`` is set, which must happen before ``prometheus_client`` is first
+        imported in the process)."""
+        self.multiprocess = multiprocess_dir() is not None if multiprocess is None else multiprocess
+        counter: Any = _MpCounter if self.multiprocess else _Counter
+        histogram: Any = _MpHistogram if self.multiprocess else _Histogram
+        self.requests = counter(
             "omniroute_requests", "Client requests by outcome.", ["route", "strategy", "status"]
         )
-        self.attempts = _Counter(
+        self.attempts = counter(
             "omniroute_upstream_attempts", "Upstream calls by provider and status.", ["provider", "status"]
         )
-        self.fallbacks = _Counter(
+        self.fallbacks = counter(
             "omniroute_fallbacks", "Requests served after at least one failed attempt.", ["route"]
         )
-        self.latency = _Histogram(
+        self.latency = histogram(
             "omniroute_request_duration_seconds", "End-to-end request latency.", ["route"], LATENCY_BUCKETS
         )
-        self.ttft = _Histogram(
+        self.ttft = histogram(
             "omniroute_time_to_first_token_seconds",
             "Time to the first streamed content.",
             ["provider"],
             LATENCY_BUCKETS,
         )
-        self.overhead = _Histogram(
+        self.overhead = histogram(
             "omniroute_gateway_overhead_seconds", "Time spent in the gateway itself.", [], OVERHEAD_BUCKETS
         )
-        self.tokens = _Counter(
+        self.tokens = counter(
             "omniroute_tokens", "Tokens by provider and direction.", ["provider", "model", "direction"]
         )
-        self.cost = _Counter("omniroute_cost_usd", "Spend in USD from catalog prices.", ["provider", "model"])
-        self.malformed_events = _Counter(
+        self.cost = counter("omniroute_cost_usd", "Spend in USD from catalog prices.", ["provider", "model"])
+        self.malformed_events = counter(
             "omniroute_malformed_stream_events",
             "Malformed upstream stream events skipped after the stream was committed.",
             ["provider"],
         )
+        self.in_flight = 0
+        self.state_degraded = 0
+        self._mp_in_flight: Any = None
+        self._mp_degraded: Any = None
+        if self.multiprocess:
+            self._mp_in_flight = PromGauge(
+                IN_FLIGHT, IN_FLIGHT_DOC, registry=None, multiprocess_mode="livesum"
+            )
+            self._mp_degraded = PromGauge(
+                DEGRADED, DEGRADED_DOC, registry=None, multiprocess_mode="livemostrecent"
+            )
         self._gauges: list[Metric] = []
         #: more gauges, each made fresh on every scrape (e.g. the accounting spool's size)
         self.gauge_sources: list[Callable[[], Metric]] = []
         self.registry = CollectorRegistry()
         self.registry.register(self)
+
+    def request_started(self) -> None:
+        """One more request in flight (``omniroute_requests_in_flight``)."""
+        self.in_flight += 1
+        if self._mp_in_flight is not None:
+            self._mp_in_flight.inc()
+
+    def request_finished(self) -> None:
+        """One request fewer in flight."""
+        self.in_flight -= 1
+        if self._mp_in_flight is not None:
+            self._mp_in_flight.dec()
+
+    def set_state_degraded(self, degraded: bool) -> None:
+        """Whether the shared routing state (Redis) is unreachable and local state is used: 1 or 0 in
+        ``omniroute_routing_state_degraded``."""
+        self.state_degraded = int(degraded)
+        if self._mp_degraded is not None:
+            self._mp_degraded.set(self.state_degraded)
 
     def observe_request(
         self,
@@ -178,7 +296,13 @@ class Metrics(Collector):
                 self.malformed_events.inc((provider,), skipped)
 
     def collect(self) -> Iterator[Metric]:
-        """Metric families for the registry (called by ``generate_latest``)."""
+        """Metric families for the registry (called by ``generate_latest``); with several workers only
+        the routing-state gauges (the rest comes from the multiprocess files)."""
+        if self.multiprocess:
+            yield from self._gauges
+            return
+        yield GaugeMetricFamily(IN_FLIGHT, IN_FLIGHT_DOC, value=self.in_flight)
+        yield GaugeMetricFamily(DEGRADED, DEGRADED_DOC, value=self.state_degraded)
         for c in (
             self.requests,
             self.attempts,
@@ -191,6 +315,14 @@ class Metrics(Collector):
         for h in (self.latency, self.ttft, self.overhead):
             yield h.family()
         yield from self._gauges
+
+    def close(self) -> None:
+        """At process exit: with several workers, drop this worker's live gauge files
+        (``mark_process_dead``), so a stopped worker no longer counts in ``livesum``/``livemostrecent``."""
+        if self.multiprocess and multiprocess_dir() is not None:
+            from prometheus_client import multiprocess
+
+            multiprocess.mark_process_dead(os.getpid())  # type: ignore[no-untyped-call]
 
     def render(self, snapshot: dict[str, object]) -> bytes:
         """The exposition text, with state gauges refreshed from a resilience snapshot
@@ -216,4 +348,11 @@ class Metrics(Collector):
             GaugeMetricFamily("omniroute_model_lockouts", "Active model lockouts.", value=len(lockouts)),
             *(source() for source in self.gauge_sources),
         ]
-        return generate_latest(self.registry)
+        if not self.multiprocess:
+            return generate_latest(self.registry)
+        from prometheus_client.multiprocess import MultiProcessCollector
+
+        registry = CollectorRegistry()
+        MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+        registry.register(self)
+        return generate_latest(registry)

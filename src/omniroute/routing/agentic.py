@@ -31,7 +31,7 @@ from typing import Any, Literal
 from omniroute.core.combo import Combo
 from omniroute.errors import GatewayError
 from omniroute.routing.engine import Outcome, StreamOutcome
-from omniroute.routing.multicall import (
+from omniroute.routing.member_calls import (
     MultiCall,
     Target,
     step_failed,

@@ -16,24 +16,22 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from omniroute.core.combo import MAX_COMBO_DEPTH, Combo
 from omniroute.errors import ExclusionRecord
 from omniroute.routing.decision import Decision
 from omniroute.routing.registry import Registry
 from omniroute.routing.resolve import PlanTarget
+from omniroute.routing.services import RoutingServices
 from omniroute.routing.strategies import ComboTarget
 from omniroute.values import ProviderInfo
-
-if TYPE_CHECKING:
-    from omniroute.gateway import Gateway
 
 __all__ = ["apply_tags", "combo_targets", "expand_targets", "per_connection"]
 
 
 def combo_targets(
-    gw: Gateway,
+    gw: RoutingServices,
     combo: Combo,
     decision: Decision,
     *,
@@ -150,7 +148,7 @@ def _expand(
 
 
 def expand_targets(
-    gw: Gateway,
+    gw: RoutingServices,
     combo: Combo,
     decision: Decision,
     *,

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from omniroute.core.combo import Combo, ComboSettings
 from omniroute.resilience.filters import BreakerFilter, CooldownFilter, LadderContext, LockoutFilter
@@ -39,19 +39,15 @@ from omniroute.routing.decision import Decision
 from omniroute.routing.quota import StateQuotaProvider, parse_limits
 from omniroute.routing.registry import Registry
 from omniroute.routing.resolve import MEMO_MAX_MODELS, Plan
+from omniroute.routing.services import RoutingServices, RunOptions
 from omniroute.routing.strategies import (
     Availability,
     ComboTarget,
     StrategyContext,
     StrategyState,
-    get_strategy,
 )
 from omniroute.routing.strategies.affinity import apply_cache_affinity
 from omniroute.values import Candidate, ChatRequest
-
-if TYPE_CHECKING:
-    from omniroute.gateway import Gateway
-    from omniroute.routing.plan import RunOptions
 
 __all__ = [
     "combo_limits",
@@ -67,7 +63,7 @@ __all__ = [
 log = logging.getLogger("omniroute")
 
 
-def global_combo_defaults(gw: Gateway) -> Mapping[str, Any]:
+def global_combo_defaults(gw: RoutingServices) -> Mapping[str, Any]:
     """Gateway-wide combo option defaults (the middle level of the COMBO-4 cascade): the config's
     ``combo_defaults`` map when the config has one, else empty."""
     return gw.config.combo_defaults
@@ -140,17 +136,18 @@ class _ComboStatic:
         "tag_mode",
     )
 
-    def __init__(self, gw: Gateway, combo: Combo, defaults: Mapping[str, Any]) -> None:
+    def __init__(self, gw: RoutingServices, combo: Combo, defaults: Mapping[str, Any]) -> None:
+        registry = gw.strategies
         self.combo, self.defaults = combo, defaults
         self.name = name = combo.name
         self.settings = settings = ComboSettings(combo.config, defaults)
         self.tag_mode = str(settings.get("tagMatchMode", "any"))
         strategy_name = combo.strategy
         try:
-            strategy = get_strategy(strategy_name)
+            strategy = registry.get(strategy_name)
         except KeyError:
             log.warning("combo %r: strategy %r is not registered; using priority", name, strategy_name)
-            strategy_name, strategy = "priority", get_strategy("priority")
+            strategy_name, strategy = "priority", registry.get("priority")
         self.strategy, self.strategy_name = strategy, strategy_name
         self.expand = strategy.expands_connections or settings.bool_("connectionAwareExpansion")
         self.affinity = strategy_name != "cache-optimized" and settings.bool_(
@@ -170,7 +167,7 @@ class _ComboStatic:
         )
 
 
-def _static(gw: Gateway, plan: Plan, combo: Combo) -> _ComboStatic:
+def _static(gw: RoutingServices, plan: Plan, combo: Combo) -> _ComboStatic:
     defaults = global_combo_defaults(gw)
     memo: dict[str, _ComboStatic] = gw.registry.memo.setdefault("combo-static", {})
     key = plan.requested
@@ -189,12 +186,10 @@ def _static(gw: Gateway, plan: Plan, combo: Combo) -> _ComboStatic:
 
 
 async def plan_combo(
-    gw: Gateway, plan: Plan, req: ChatRequest, decision: Decision
+    gw: RoutingServices, plan: Plan, req: ChatRequest, decision: Decision
 ) -> tuple[list[Candidate], RunOptions]:
     """Candidates for a combo plan in its strategy's order, and the attempt-loop options (COMBO-3,
     COMBO-4; see the module docstring). A context-relay handoff rewrites ``req.body`` in place."""
-    from omniroute.routing.plan import RunOptions
-
     assert plan.combo is not None, "a combo plan carries its combo"
     st = _static(gw, plan, plan.combo)
     name, strategy_name, settings, strategy = st.name, st.strategy_name, st.settings, st.strategy
@@ -248,7 +243,7 @@ async def plan_combo(
     )
 
 
-def combo_limits(gw: Gateway, combo: Combo) -> tuple[int, int]:
+def combo_limits(gw: RoutingServices, combo: Combo) -> tuple[int, int]:
     """``(context_length, max_output_tokens)`` = MAX over the combo's expanded targets (API-2); a combo
     whose targets have no catalog data reports the largest window among connected models, never 0."""
     targets = combo_targets(gw, combo, Decision(request_id="", requested_model=combo.name))
@@ -289,9 +284,10 @@ def shadowing_combos(reg: Registry) -> list[dict[str, str]]:
     return out
 
 
-def log_shadowing(gw: Gateway) -> None:
-    """The start-up log line listing every shadowing combo (SPEC §4); silent when there is none."""
-    hits = shadowing_combos(gw.registry)
+def log_shadowing(reg: Registry) -> None:
+    """The start-up log line listing every shadowing combo of ``reg`` (SPEC §4); silent when there is
+    none."""
+    hits = shadowing_combos(reg)
     if hits:
         log.warning(
             "COMBO_NAME_SHADOWS_MODEL: %d combo(s) shadow a model id on purpose: %s",

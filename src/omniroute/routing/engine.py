@@ -14,7 +14,7 @@ import inspect
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from omniroute.clock import Clock
 from omniroute.errors import (
@@ -32,7 +32,7 @@ from omniroute.errors import (
     Timeout,
     UpstreamError,
 )
-from omniroute.providers.upstream import AttemptTimeouts, UpstreamClient, UpstreamResponse
+from omniroute.providers.upstream import AttemptTimeouts, UpstreamClient, UpstreamRequest, UpstreamResponse
 from omniroute.resilience.attribution import FaultAttribution
 from omniroute.resilience.ladder import LadderContext, Resilience
 from omniroute.resilience.redact import redact_error
@@ -51,6 +51,17 @@ class RetrySettings:
     max_attempts: int = 10
     total_s: float = 600.0
     max_hint_wait_s: float = 3.0
+
+
+class UpstreamCall(Protocol):
+    """A non-chat upstream call made through the same attempt loop as chat (embeddings): ``build`` the
+    upstream request for one candidate, ``parse`` its 2xx body into the JSON object returned to the
+    client (raising an :class:`UpstreamError` when it is not one). Never streamed; a 4xx/5xx answer
+    is classified by the candidate's format adapter, as for chat."""
+
+    def build(self, cand: Candidate, req: ChatRequest) -> UpstreamRequest: ...
+
+    def parse(self, body: bytes, cand: Candidate) -> dict[str, Any]: ...
 
 
 @dataclass
@@ -285,9 +296,12 @@ class Engine:
         per_target: int | None = None,
         on_success: Callable[[Candidate], Any] | None = None,
         prepare: Callable[[Candidate, ChatRequest], ChatRequest] | None = None,
+        call: UpstreamCall | None = None,
     ) -> Outcome | StreamOutcome:
         """Try ``candidates`` in order; return the first success. ``prepare(cand, req)`` may return an
-        adapted request for one candidate (the original is kept for the others).
+        adapted request for one candidate (the original is kept for the others). ``call`` makes each
+        attempt a non-chat call (an :class:`Outcome` holding its parsed JSON) instead of a chat
+        completion; budgets, ladder, in-flight counts and probe slots are the same.
 
         Raises the upstream error itself when it must not fall back (ordinary 400, content filter),
         ``asyncio.CancelledError`` when the client went away (the attempt is recorded as 499), else
@@ -311,7 +325,7 @@ class Engine:
         errors: list[UpstreamError] = []
         try:
             out = await self._run_survivors(
-                survivors, req, decision, ctx, budget, errors, on_success, prepare
+                survivors, req, decision, ctx, budget, errors, on_success, prepare, call
             )
         finally:
             await self._count_held(budget)
@@ -335,6 +349,7 @@ class Engine:
         errors: list[UpstreamError],
         on_success: Callable[[Candidate], Any] | None,
         prepare: Callable[[Candidate, ChatRequest], ChatRequest] | None,
+        call: UpstreamCall | None,
     ) -> Outcome | StreamOutcome | None:
         """The attempt loop of :meth:`run` over the ladder's survivors; ``None`` when none served."""
         resilience = self.resilience
@@ -350,7 +365,7 @@ class Engine:
                     continue
             try:
                 cand_req = prepare(cand, req) if prepare is not None else req
-                out = await self._try_candidate(cand, cand_req, decision, ctx, budget, errors)
+                out = await self._try_candidate(cand, cand_req, decision, ctx, budget, errors, call)
             except BaseException:
                 await self._release(survivors[idx + 1 :])
                 raise
@@ -395,6 +410,7 @@ class Engine:
         ctx: LadderContext,
         budget: _Budget,
         errors: list[UpstreamError],
+        call: UpstreamCall | None = None,
     ) -> Outcome | StreamOutcome | None:
         """Attempts on one candidate with its transient retries; ``None`` moves to the next one."""
         state = self.resilience.state
@@ -405,7 +421,7 @@ class Engine:
             t0 = clock.monotonic()
             await state.incr_inflight(cand.connection.id)
             try:
-                out = await self._attempt(cand, req, budget.deadline)
+                out = await self._attempt(cand, req, budget.deadline, call)
             except UpstreamError as err:
                 redact_error(err, cand.connection.secret)  # before any sink sees the upstream's text
                 await state.decr_inflight(cand.connection.id)
@@ -418,6 +434,7 @@ class Engine:
                         err.upstream_status or err.status,
                         err.message,
                         ms,
+                        t0,
                     )
                 )
                 held = budget.faults.hold(cand, err)
@@ -447,13 +464,14 @@ class Engine:
                         499,
                         "client disconnected",
                         (clock.monotonic() - t0) * 1000,
+                        t0,
                     )
                 )
                 await self.resilience.release_probe(cand)
                 raise
             ms = (clock.monotonic() - t0) * 1000
             decision.attempts.append(
-                AttemptRecord(cand.provider.id, cand.model.id, cand.connection.id, 200, "ok", ms)
+                AttemptRecord(cand.provider.id, cand.model.id, cand.connection.id, 200, "ok", ms, t0)
             )
             if isinstance(out, Outcome):
                 await state.decr_inflight(cand.connection.id)
@@ -477,6 +495,7 @@ class Engine:
                     err.upstream_status or err.status,
                     f"stream failed after commit: {err.message}",
                     a.latency_ms,
+                    a.started_s,
                 )
                 decision.extra["stream_error"] = err.message
             if err is None:
@@ -496,7 +515,9 @@ class Engine:
         for c in rest:
             await self.resilience.release_probe(c)
 
-    async def _attempt(self, cand: Candidate, req: ChatRequest, deadline: float) -> Outcome | StreamOutcome:
+    async def _attempt(
+        self, cand: Candidate, req: ChatRequest, deadline: float, call: UpstreamCall | None = None
+    ) -> Outcome | StreamOutcome:
         adapter = self.adapters.get(cand.provider.format)
         if adapter is None:
             raise ServerError(
@@ -509,13 +530,14 @@ class Engine:
         if cand.timeout_s is not None or remaining < t.total_s:
             total = min(remaining, cand.timeout_s or t.total_s)
             t = AttemptTimeouts(t.connect_s, min(t.ttft_s, total), t.idle_s, total)
-        up = adapter.build_request(cand, req, stream=req.stream)
+        stream = req.stream and call is None
+        up = adapter.build_request(cand, req, stream=stream) if call is None else call.build(cand, req)
         t0 = clock.monotonic()
-        if not req.stream:  # headers and body under one timer (RESIL-6 ttft, then total)
+        if not stream:  # headers and body under one timer (RESIL-6 ttft, then total)
             resp, body = await self.client.fetch(up, provider=cand.provider.id, timeouts=t)
             if resp.status >= 400:
                 raise adapter.classify_error(resp.status, resp.headers, body, cand, now=clock.time())
-            data = adapter.parse_response(body, cand)
+            data = adapter.parse_response(body, cand) if call is None else call.parse(body, cand)
             upstream_ms = (clock.monotonic() - t0) * 1000
             usage = Usage.from_openai(data.get("usage"))
             return Outcome(data, cand, usage, upstream_ms, headers=resp.headers)
@@ -637,4 +659,4 @@ async def _call_hook(hook: Callable[[Candidate], Any] | None, cand: Candidate) -
             await res
 
 
-__all__ = ["Engine", "Outcome", "RetrySettings", "StreamOutcome", "is_content_chunk"]
+__all__ = ["Engine", "Outcome", "RetrySettings", "StreamOutcome", "UpstreamCall", "is_content_chunk"]

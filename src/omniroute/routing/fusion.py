@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 from omniroute.clock import Clock, wait_any
 from omniroute.errors import Diagnostics, ExhaustedError, GatewayError
 from omniroute.routing.engine import Outcome, StreamOutcome
-from omniroute.routing.multicall import (
+from omniroute.routing.member_calls import (
     MemberResult,
     MultiCall,
     Target,

@@ -19,8 +19,9 @@ from typing import Any
 
 from omniroute.core.combo import MAX_STEP_PROMPT_CHARS
 from omniroute.errors import GatewayError
+from omniroute.routing.agentic import MAX_TOOL_ROUNDS, MIN_TOOL_ROUNDS, agentic_settings, run_agentic
 from omniroute.routing.engine import Outcome, StreamOutcome
-from omniroute.routing.multicall import (
+from omniroute.routing.member_calls import (
     MultiCall,
     Target,
     bad_config,
@@ -68,8 +69,6 @@ def check_steps(mc: MultiCall) -> list[Target]:
 
 async def run_pipeline(mc: MultiCall) -> Outcome | StreamOutcome:
     """Serve one pipeline request (module docstring)."""
-    from omniroute.routing.agentic import agentic_settings, run_agentic
-
     steps = check_steps(mc)
     settings = agentic_settings(mc.combo)
     if settings is not None:
@@ -105,8 +104,6 @@ async def run_pipeline(mc: MultiCall) -> Outcome | StreamOutcome:
 def validate_pipeline(combo: dict[str, Any]) -> list[tuple[str, str]]:
     """``(param, message)`` per problem: no steps, a step prompt that is not a string of ≤ 20,000
     characters, a malformed ``agenticOrchestration`` (``maxToolRounds`` outside 1–32, not two steps)."""
-    from omniroute.routing.agentic import MAX_TOOL_ROUNDS, MIN_TOOL_ROUNDS
-
     targets = list(combo.get("targets") or [])
     errors: list[tuple[str, str]] = []
     if not targets:

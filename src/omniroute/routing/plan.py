@@ -8,30 +8,17 @@ use definition order.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from omniroute.errors import ExclusionRecord
+from omniroute.routing.auto import plan_auto
+from omniroute.routing.combos import plan_combo
 from omniroute.routing.decision import Decision
 from omniroute.routing.resolve import MEMO_MAX_MODELS, Plan, PlanTarget
+from omniroute.routing.services import RoutingServices, RunOptions
 from omniroute.values import Candidate, ChatRequest
 
-if TYPE_CHECKING:
-    from omniroute.gateway import Gateway
-
-
-@dataclass
-class RunOptions:
-    """Per-plan overrides of RESIL-6 budgets, a success hook (strategy bookkeeping) and ``prepare``,
-    which adapts the request to one candidate just before it is attempted (e.g. AUTO-7 reasoning
-    effort only for OpenAI-format upstreams)."""
-
-    max_attempts: int | None = None
-    per_target: int | None = None
-    on_success: Callable[[Candidate], Any] | None = None
-    prepare: Callable[[Candidate, ChatRequest], ChatRequest] | None = None
-
+__all__ = ["Planner", "RunOptions"]
 
 _NO_OPTIONS = RunOptions()  # read-only: the engine's defaults for single-model plans
 _EXPAND_MEMO = "plan-expansion"
@@ -39,22 +26,19 @@ _Expansion = tuple[Plan, tuple[Candidate, ...], tuple[ExclusionRecord, ...], tup
 
 
 class Planner:
-    """Builds candidates for a plan using the gateway's current registry snapshot."""
+    """Builds candidates for a plan from ``services`` (read on every call, so a new registry
+    snapshot or config takes effect on the next request)."""
 
-    def __init__(self, gateway: Gateway) -> None:
-        self.gw = gateway
+    def __init__(self, services: RoutingServices) -> None:
+        self.gw = services
 
     async def candidates(
         self, plan: Plan, req: ChatRequest, decision: Decision
     ) -> tuple[list[Candidate], RunOptions]:
         """Ordered candidates for ``plan`` and the options for the attempt loop."""
         if plan.kind == "auto":
-            from omniroute.routing.auto import plan_auto
-
             return await plan_auto(self.gw, plan, req, decision)
         if plan.kind == "combo":
-            from omniroute.routing.combos import plan_combo
-
             return await plan_combo(self.gw, plan, req, decision)
         decision.strategy = "chain" if plan.kind == "chain" else "single"
         return self._expanded(plan, decision), _NO_OPTIONS

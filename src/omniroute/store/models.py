@@ -125,6 +125,13 @@ class ApiKeyRow(Base):
     revoked: Mapped[bool] = mapped_column(Boolean, default=False)
     created_at: Mapped[float] = mapped_column(Float)
     last_used_at: Mapped[float | None] = mapped_column(Float)
+    budget_period: Mapped[str] = mapped_column(default="total", server_default="total")
+    period_start: Mapped[float | None] = mapped_column(Float)
+    reserved_usd: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
+    expires_at: Mapped[float | None] = mapped_column(Float)
+    rpm: Mapped[int | None] = mapped_column(Integer)
+    tpm: Mapped[int | None] = mapped_column(Integer)
+    updated_at: Mapped[float | None] = mapped_column(Float)
 
 
 class ComboRow(Base):

@@ -50,7 +50,8 @@ class Store(ConnectionsRepo, ApiKeysRepo, CombosRepo, RoutingRepo, UsageRepo):
       ``list_connections_public``; provider nodes: ``upsert_provider_node``, ``list_provider_nodes``,
       ``delete_provider_node``
     * API keys (API-8): ``create_api_key``, ``verify_api_key``, ``api_keys_for_auth``, ``list_api_keys``,
-      ``revoke_api_key``, ``add_spend``, ``upsert_api_key_from_config``
+      ``revoke_api_key``, ``update_api_key``, ``add_spend``, ``reserve_spend``, ``settle_spend``,
+      ``upsert_api_key_from_config``
     * combos (COMBO-1/2): ``list_combos``, ``get_combo``, ``create_combo``, ``update_combo``,
       ``delete_combo``, ``upsert_combo_by_name``; ``list_mappings``, ``get_mapping``, ``create_mapping``,
       ``update_mapping``, ``delete_mapping``, ``upsert_mapping_by_pattern``, ``upsert_mapping_from_config``
@@ -157,7 +158,7 @@ class Store(ConnectionsRepo, ApiKeysRepo, CombosRepo, RoutingRepo, UsageRepo):
         compares this value every few seconds and rebuilds its snapshot when it differs. One statement
         of per-table aggregates (row count plus newest ``created_at``/``updated_at``, epoch seconds): an
         insert or delete changes the count or the newest timestamp, an edit bumps ``updated_at``. API
-        keys have no ``updated_at``, so their fingerprint also counts revoked rows (revoke is a flag).
+        keys also count revoked rows (revoke is a flag) and their newest ``updated_at`` (an edit).
         Runtime connection state (cooldowns) does not bump ``updated_at`` and so does not count.
         """
         k = models.api_keys
@@ -165,6 +166,7 @@ class Store(ConnectionsRepo, ApiKeysRepo, CombosRepo, RoutingRepo, UsageRepo):
             select(func.count()).select_from(k).scalar_subquery(),
             select(func.max(k.c.created_at)).scalar_subquery(),
             select(func.sum(case((k.c.revoked.is_(True), 1), else_=0))).scalar_subquery(),
+            select(func.max(k.c.updated_at)).scalar_subquery(),
         ]
         for t in (
             models.connections,

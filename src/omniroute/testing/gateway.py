@@ -14,7 +14,7 @@ import socket
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import uvicorn
 
@@ -22,7 +22,11 @@ from omniroute.api.protocol import HeaderDeadlineProtocol
 from omniroute.app import OmniRouteApp, create_app
 from omniroute.clock import Clock, FakeClock, SystemClock
 from omniroute.config import Config
+from omniroute.extensions import Extensions
 from omniroute.gateway import Gateway
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider
 
 T = TypeVar("T")
 
@@ -37,12 +41,24 @@ def free_port() -> int:
 class GatewayThread:
     """A gateway served by uvicorn in a daemon thread. Use as a context manager or start()/stop().
 
-    ``clock`` is the gateway's (default the process clock)."""
+    ``clock`` is the gateway's (default the process clock); ``extensions`` as for ``create_app``;
+    ``tracer_provider`` an OpenTelemetry SDK ``TracerProvider`` the gateway traces into (e.g. with an
+    in-memory exporter)."""
 
-    def __init__(self, config: Config, *, port: int | None = None, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        config: Config,
+        *,
+        port: int | None = None,
+        clock: Clock | None = None,
+        extensions: Extensions | None = None,
+        tracer_provider: TracerProvider | None = None,
+    ) -> None:
         self.port = port or free_port()
         self.clock: Clock = clock or SystemClock()
-        self.app: OmniRouteApp = create_app(config, clock=self.clock)
+        self.app: OmniRouteApp = create_app(
+            config, clock=self.clock, extensions=extensions, tracer_provider=tracer_provider
+        )
         self._server = uvicorn.Server(
             uvicorn.Config(
                 self.app,

@@ -9,6 +9,8 @@ provider's ``format`` (config, management API, catalog), the conformance suites 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from omniroute.wire import anthropic, gemini, openai, responses
 from omniroute.wire.base import ProviderAdapter, WireFormat
 
@@ -23,19 +25,19 @@ FORMATS: tuple[WireFormat, ...] = (
 """Every wire format, in the order their routes are matched."""
 
 
-def upstream_formats() -> tuple[str, ...]:
+def upstream_formats(formats: Sequence[WireFormat] = FORMATS) -> tuple[str, ...]:
     """Sorted names of the formats providers speak (those with an upstream adapter): the valid values
-    of a provider's ``format``."""
-    return tuple(sorted(f.name for f in FORMATS if f.upstream is not None))
+    of a provider's ``format``. ``formats``: the built-ins, or a gateway's with its extensions."""
+    return tuple(sorted(f.name for f in formats if f.upstream is not None))
 
 
-def adapters() -> dict[str, ProviderAdapter]:
-    """Format name → its upstream adapter, for every format providers speak (PROV-1)."""
-    return {f.name: f.upstream for f in FORMATS if f.upstream is not None}
+def adapters(formats: Sequence[WireFormat] = FORMATS) -> dict[str, ProviderAdapter]:
+    """Format name → its upstream adapter, for every format of ``formats`` providers speak (PROV-1)."""
+    return {f.name: f.upstream for f in formats if f.upstream is not None}
 
 
-def unknown_upstream_format(name: str) -> str | None:
+def unknown_upstream_format(name: str, formats: Sequence[WireFormat] = FORMATS) -> str | None:
     """``None`` when providers may use ``name`` as their ``format``, else the error text, e.g.
     ``unknown wire format 'foo' (known: anthropic, gemini, openai)``."""
-    known = upstream_formats()
+    known = upstream_formats(formats)
     return None if name in known else f"unknown wire format '{name}' (known: {', '.join(known)})"

@@ -31,6 +31,7 @@ from omniroute.core.combo import (
 from omniroute.core.fields import Int, NonEmpty
 from omniroute.errors import GatewayError, InvalidRequest
 from omniroute.gateway import Gateway
+from omniroute.routing.auto.listing import auto_variants
 from omniroute.routing.combo_validation import check_combo
 from omniroute.routing.combos import shadowed_model
 from omniroute.store import Store
@@ -142,7 +143,7 @@ def _checked(
     gw: Gateway, data: dict[str, Any], existing: list[dict[str, Any]], own_id: str | None
 ) -> tuple[Combo, list[dict[str, Any]]]:
     try:
-        return check_combo(data, existing, gw.registry, own_id=own_id)
+        return check_combo(data, existing, gw.registry, own_id=own_id, strategies=gw.strategies.names())
     except ComboInvalid as exc:
         raise InvalidRequest(f"{exc.param}: {exc.message}", param=exc.param) from None
 
@@ -173,10 +174,6 @@ async def list_combos(gw: Admin) -> dict[str, Any]:
 async def list_auto_combos(gw: Admin) -> dict[str, Any]:
     """``auto`` and its advertised variants with their pools and limits (AUTO-1); kept ahead of
     ``/api/combos/{id}`` so the literal path is not read as a combo id."""
-    try:
-        from omniroute.routing.auto.listing import auto_variants
-    except ImportError:
-        return {"data": []}
     return {"data": auto_variants(gw)}
 
 

@@ -48,15 +48,9 @@ def _http_url(v: str | None) -> str | None:
 HttpUrl = Annotated[str | None, AfterValidator(_http_url)]
 
 
-def _wire_format(v: str | None) -> str | None:
-    """``format`` must be a wire format providers speak (PROV-1; the registry, :mod:`omniroute.wire`)."""
-    problem = wire.unknown_upstream_format(v) if v is not None else None
-    if problem is not None:
-        raise ValueError(problem)
-    return v
-
-
-WireFormatName = Annotated[str | None, AfterValidator(_wire_format)]
+WireFormatName = Annotated[str | None, Field(min_length=1, max_length=100)]
+"""A provider ``format``: checked against the gateway's wire formats (the registry,
+:mod:`omniroute.wire`, plus its extensions) by the handler."""
 
 
 class ConnectionIn(BaseModel):
@@ -256,6 +250,9 @@ async def list_providers(gw: Admin) -> dict[str, Any]:
 async def upsert_provider(body: ProviderIn, gw: Admin) -> dict[str, Any]:
     """Add a custom provider or override catalog fields; a new provider needs ``base_url``."""
     assert gw.store is not None
+    problem = wire.unknown_upstream_format(body.format, gw.formats) if body.format is not None else None
+    if problem is not None:
+        raise InvalidRequest(f"format: {problem}", param="format")
     if gw.registry.catalog.provider(body.id) is None and not body.base_url:
         raise InvalidRequest("base_url: required for a provider the catalog does not know.", param="base_url")
     _check_base_url(gw, body.base_url)

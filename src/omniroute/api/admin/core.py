@@ -6,10 +6,11 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import logging
-from typing import Annotated, Any
+from datetime import UTC, date, datetime
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Request, Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from omniroute.api.admin import session
 from omniroute.api.hosts import check_management_request
@@ -112,13 +113,17 @@ async def ready(gw: Annotated[Gateway, Depends(gateway)], response: Response) ->
     """Readiness (OBS-4, OPS-4): 200 while the gateway can serve. Requests are routed from the
     in-memory snapshot, so a database or Redis that stops answering after start-up leaves the gateway
     serving in a degraded mode (local routing state, usage rows retried): ``status: degraded`` with
-    the failing part ``false``, still 200, so an orchestrator keeps a working replica in rotation.
-    503 only when it cannot serve: before start-up has finished."""
-    if gw.store is None:
+    the failing part ``false``, still 200, so an orchestrator keeps a working replica in rotation
+    (``omniroute_routing_state_degraded`` says the same in ``/metrics``). 503 only when it cannot
+    serve: before start-up has finished (also while a database unreachable at start-up is retried,
+    ``status: unavailable``), and while draining after SIGTERM (``status: draining``)."""
+    if gw.store is None or gw.draining:
         response.status_code = 503
-        return {"status": "unavailable", "database": False, "state": False}
+        status = "draining" if gw.draining else "unavailable"
+        return {"status": status, "database": gw.store is not None, "state": gw.store is not None}
     db_ok = await gw.store.ping()
     state_ok = await gw.state_ready()
+    gw.metrics.set_state_degraded(not state_ok)
     return {
         "status": "ok" if db_ok and state_ok else "degraded",
         "database": db_ok,
@@ -150,27 +155,76 @@ def require_metrics_access(request: Request, gw: Annotated[Gateway, Depends(gate
 @router.get("/metrics", tags=["health"], response_class=Response)
 async def metrics(gw: Annotated[Gateway, Depends(require_metrics_access)]) -> Response:
     """Prometheus exposition (OBS-3): requests, attempts, fallbacks, breaker state per provider,
-    cooldowns, lockouts, latency/TTFT/overhead histograms, tokens and cost. Who may read it is
-    ``server.metrics_auth`` (the admin key, or loopback without one, by default)."""
+    cooldowns, lockouts, latency/TTFT/overhead histograms, tokens and cost, requests in flight and
+    whether the shared routing state is degraded; summed over workers under ``--workers N``. Who may
+    read it is ``server.metrics_auth`` (the admin key, or loopback without one, by default)."""
+    if gw.store is not None:
+        gw.metrics.set_state_degraded(not await gw.state_ready())
     body = gw.metrics.render(await gw.resilience.snapshot())
     return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")
 
 
+def _epoch(value: Any) -> Any:
+    """Epoch seconds from a number or an ISO 8601 date or date-time (UTC when no zone is given)."""
+    if isinstance(value, str):
+        try:
+            parsed = datetime.fromisoformat(value.strip())
+        except ValueError:
+            raise ValueError("must be epoch seconds or an ISO 8601 date-time") from None
+        return (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).timestamp()
+    if isinstance(value, date) and not isinstance(value, datetime):
+        return datetime(value.year, value.month, value.day, tzinfo=UTC).timestamp()
+    return value
+
+
+Epoch = Annotated[float, BeforeValidator(_epoch), Field(allow_inf_nan=False, ge=0)]
+Period = Literal["daily", "weekly", "monthly", "total"]
+Models = Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1)]
+
+
 class KeyCreate(BaseModel):
-    """``POST /api/keys`` body (API-8)."""
+    """``POST /api/keys`` body (API-8): ``budget_usd`` per ``budget_period`` (UTC boundaries),
+    ``expires_at`` epoch seconds or ISO 8601, ``rpm``/``tpm`` requests and tokens per minute."""
 
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(min_length=1, max_length=100)
-    allowed_models: list[str] = Field(default_factory=lambda: ["*"])
+    allowed_models: Models = Field(default_factory=lambda: ["*"])
     budget_usd: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    budget_period: Period = "total"
+    expires_at: Epoch | None = None
+    rpm: int | None = Field(default=None, ge=1)
+    tpm: int | None = Field(default=None, ge=1)
+
+
+class KeyUpdate(BaseModel):
+    """``PATCH /api/keys/{id}`` body (API-8): only the fields sent change; ``null`` clears
+    ``budget_usd`` (no cap), ``expires_at`` (never) and ``rpm``/``tpm`` (the config defaults)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    allowed_models: Models | None = None
+    budget_usd: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    budget_period: Period | None = None
+    expires_at: Epoch | None = None
+    rpm: int | None = Field(default=None, ge=1)
+    tpm: int | None = Field(default=None, ge=1)
+
+    def changes(self) -> dict[str, Any]:
+        """The fields the client sent; 400 naming ``allowed_models``/``budget_period`` when sent as null."""
+        sent = self.model_dump(exclude_unset=True)
+        for name in ("allowed_models", "budget_period"):
+            if name in sent and sent[name] is None:
+                raise InvalidRequest(f"{name}: may not be null", param=name)
+        return sent
 
 
 @router.get("/api/keys", tags=["keys"])
 async def list_keys(gw: Admin) -> dict[str, Any]:
-    """API keys without secrets (prefix only)."""
+    """API keys without secrets (prefix only), with the spend of the current budget period and
+    ``resets_at``, when that period ends (ISO 8601 UTC; ``null`` for a ``total`` budget)."""
     assert gw.store is not None
-    return {"data": await gw.store.list_api_keys()}
+    return {"data": [gw.budgets.current(rec) for rec in await gw.store.list_api_keys()]}
 
 
 @router.post("/api/keys", tags=["keys"], status_code=201)
@@ -178,10 +232,29 @@ async def create_key(body: KeyCreate, gw: Admin) -> dict[str, Any]:
     """Create a key; the plaintext ``key`` is in this response only (stored hashed)."""
     assert gw.store is not None
     rec, plaintext = await gw.store.create_api_key(
-        body.name, allowed_models=tuple(body.allowed_models), budget_usd=body.budget_usd
+        body.name,
+        allowed_models=tuple(body.allowed_models),
+        budget_usd=body.budget_usd,
+        budget_period=body.budget_period,
+        expires_at=body.expires_at,
+        rpm=body.rpm,
+        tpm=body.tpm,
     )
     await gw.refresh()
     return {**rec, "key": plaintext}
+
+
+@router.patch("/api/keys/{key_id}", tags=["keys"])
+async def update_key(key_id: str, body: KeyUpdate, gw: Admin) -> dict[str, Any]:
+    """Change a key's budget, budget period, allowed models, rate limits or expiry (by id or name);
+    returns the key. Spend so far is kept. A key defined in the config file gets the file's values
+    again on the next reload or restart."""
+    assert gw.store is not None
+    rec = await gw.store.update_api_key(key_id, body.changes())
+    if rec is None:
+        raise GatewayError(f"No API key '{key_id}'.", status=404, code="not_found")
+    await gw.refresh()
+    return rec
 
 
 @router.delete("/api/keys/{key_id}", tags=["keys"])

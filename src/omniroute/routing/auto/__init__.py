@@ -16,6 +16,7 @@ from omniroute.routing.auto.planner import plan_auto
 from omniroute.routing.auto.routers import (
     RouterContext,
     RouterDecision,
+    register_router,
     register_strategy,
     select_with_strategy,
 )
@@ -32,6 +33,7 @@ __all__ = [
     "normalize_scoring_weights",
     "parse_auto_id",
     "plan_auto",
+    "register_router",
     "register_strategy",
     "score_pool",
     "select_with_strategy",

@@ -22,18 +22,17 @@ import logging
 import math
 import urllib.parse
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from omniroute.core.combo import Combo
 from omniroute.errors import ExclusionRecord
 from omniroute.routing.auto.statics import remember_statics
 from omniroute.routing.auto.variants import AutoVariant
+from omniroute.routing.combo_expand import expand_targets
 from omniroute.routing.decision import Decision
 from omniroute.routing.registry import Registry
+from omniroute.routing.services import RoutingServices
 from omniroute.values import Candidate, Connection, ModelInfo, ProviderInfo
-
-if TYPE_CHECKING:
-    from omniroute.gateway import Gateway
 
 __all__ = [
     "EXCLUSIONS_TTL_S",
@@ -134,13 +133,11 @@ def _virtual_pool(reg: Registry, now: float) -> tuple[tuple[Candidate, ...], tup
     return tuple(out), tuple(skipped)
 
 
-def combo_pool(gw: Gateway, combo: Combo, decision: Decision, now: float) -> list[Candidate]:
+def combo_pool(gw: RoutingServices, combo: Combo, decision: Decision, now: float) -> list[Candidate]:
     """The pool of a persisted ``strategy: "auto"`` combo (AUTO-2): its targets expanded to one
     candidate per usable connection (a pinned ``connection_id`` stays pinned), or the virtual pool
     when it has no targets; then ``config.auto.candidatePool`` (provider ids or ``provider/model``)
     when non-empty, fail-open."""
-    from omniroute.routing.combos import expand_targets
-
     reg = gw.registry
     pool: list[Candidate] = []
     skipped: list[ExclusionRecord] = []
@@ -201,7 +198,7 @@ def _cache_key(api_key_id: str | None, channel: str) -> str:
     return f"auto:excl:{api_key_id or ''}:{channel}"
 
 
-async def key_exclusions(gw: Gateway, api_key_id: str | None, channel: str) -> set[str]:
+async def key_exclusions(gw: RoutingServices, api_key_id: str | None, channel: str) -> set[str]:
     """Candidate keys this API key excluded from ``channel``; empty on any error (fail-open)."""
     key = _cache_key(api_key_id, channel)
     try:
@@ -219,7 +216,7 @@ async def key_exclusions(gw: Gateway, api_key_id: str | None, channel: str) -> s
 
 
 async def set_exclusion(
-    gw: Gateway, api_key_id: str | None, channel: str, candidate_keys: Iterable[str], excluded: bool
+    gw: RoutingServices, api_key_id: str | None, channel: str, candidate_keys: Iterable[str], excluded: bool
 ) -> None:
     """Exclude (or re-include) candidates for this key and channel, then drop the cached list."""
     assert gw.store is not None

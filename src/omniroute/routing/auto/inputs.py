@@ -22,7 +22,7 @@ import logging
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from omniroute.routing.auto import scoring as s
 from omniroute.routing.auto.fitness import task_fitness
@@ -33,12 +33,10 @@ from omniroute.routing.auto.statics import (
     CandidateStatic,
     pool_statics,
 )
+from omniroute.routing.services import RoutingServices
 from omniroute.state.base import RoutingState
 from omniroute.state.records import QuotaSnapshot, breaker_view
 from omniroute.values import Candidate
-
-if TYPE_CHECKING:
-    from omniroute.gateway import Gateway
 
 __all__ = [
     "BOOTSTRAP_P95_MS",
@@ -99,7 +97,7 @@ def specificity_match(model_tier: str, score: float | None) -> float:
     return 0.9 if 15 < score <= 50 else 0.4
 
 
-async def reliability_stats(gw: Gateway, now: float) -> dict[str, list[int]]:
+async def reliability_stats(gw: RoutingServices, now: float) -> dict[str, list[int]]:
     """``{candidate key: [requests, failures]}`` over the last 24 h (OBS-1), cached in routing state;
     a missing cache is rebuilt by one request (a 30 s lock record), others read nothing meanwhile."""
     state = gw.state
@@ -137,7 +135,7 @@ async def _quality(state: RoutingState, keys: Sequence[str]) -> dict[str, float]
 
 
 async def measure(
-    gw: Gateway, pool: Sequence[Candidate], hints: MeasureHints, now: float
+    gw: RoutingServices, pool: Sequence[Candidate], hints: MeasureHints, now: float
 ) -> list[s.CandidateInputs]:
     """Scoring inputs for every candidate of ``pool`` with the absolute factors filled in
     (relative ones by :func:`~omniroute.routing.auto.scoring.score_pool`). One bulk state read per

@@ -10,22 +10,20 @@ pre-call check (RESIL-8) steers oversized prompts to the large-window candidates
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from omniroute.routing.auto.factory import auto_config, combo_pool, filter_variant, virtual_pool
 from omniroute.routing.auto.variants import ADVERTISED_IDS, parse_auto_id
 from omniroute.routing.decision import Decision
+from omniroute.routing.services import RoutingServices
 from omniroute.values import Candidate
-
-if TYPE_CHECKING:
-    from omniroute.gateway import Gateway
 
 __all__ = ["FLOOR_TOKENS", "auto_models", "auto_variants", "pool_limits"]
 
 FLOOR_TOKENS: Final = 4096
 
 
-def pool_limits(gw: Gateway, pool: Sequence[Candidate]) -> tuple[int, int]:
+def pool_limits(gw: RoutingServices, pool: Sequence[Candidate]) -> tuple[int, int]:
     """``(context_length, max_output_tokens)`` = MAX over ``pool``, never 0 (API-2)."""
     ctx = max((c.model.context_window for c in pool), default=0)
     mo = max((c.model.max_output_tokens for c in pool), default=0)
@@ -36,7 +34,7 @@ def pool_limits(gw: Gateway, pool: Sequence[Candidate]) -> tuple[int, int]:
     return ctx, mo
 
 
-def auto_variants(gw: Gateway, *, include_combos: bool = True) -> list[dict[str, Any]]:
+def auto_variants(gw: RoutingServices, *, include_combos: bool = True) -> list[dict[str, Any]]:
     """Every advertised auto id — and, with ``include_combos``, every persisted ``strategy: "auto"``
     combo — with its pool and limits (``GET /api/combos/auto``, AUTO-2)."""
     now = gw.clock.time()
@@ -66,7 +64,7 @@ def auto_variants(gw: Gateway, *, include_combos: bool = True) -> list[dict[str,
     return out
 
 
-def _persisted(gw: Gateway, now: float) -> list[dict[str, Any]]:
+def _persisted(gw: RoutingServices, now: float) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for name, combo in gw.registry.combos.items():
         if combo.strategy != "auto":
@@ -100,7 +98,7 @@ def _member(c: Candidate) -> dict[str, Any]:
     }
 
 
-def auto_models(gw: Gateway) -> list[dict[str, Any]]:
+def auto_models(gw: RoutingServices) -> list[dict[str, Any]]:
     """``/v1/models`` entries for ``auto`` and the advertised variants (API-2, AUTO-1)."""
     return [
         {

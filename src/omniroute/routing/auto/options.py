@@ -6,23 +6,21 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from omniroute.errors import InvalidRequest
 from omniroute.routing.auto import packs
 from omniroute.routing.auto import scoring as sc
 from omniroute.routing.auto.routers import SlaPolicy
 from omniroute.routing.auto.variants import AutoVariant, parse_auto_id
-
-if TYPE_CHECKING:
-    from omniroute.gateway import Gateway
+from omniroute.routing.services import RoutingServices
 
 __all__ = ["positive", "resolve_variant", "sla_policy", "weights_for"]
 
 log = logging.getLogger("omniroute.auto")
 
 
-def resolve_variant(gw: Gateway, requested: str) -> AutoVariant:
+def resolve_variant(gw: RoutingServices, requested: str) -> AutoVariant:
     """Parse ``requested``; bare ``auto`` uses ``auto.default_variant`` when that is a valid id."""
     if requested.strip().lower() == "auto" and gw.config.auto.default_variant:
         dv = gw.config.auto.default_variant

@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from omniroute.errors import ExclusionRecord
 from omniroute.resilience._fmt import until_text
@@ -38,15 +38,12 @@ from omniroute.routing.auto.fitness import detect_task
 from omniroute.routing.auto.inputs import MeasureHints, measure, specificity_of
 from omniroute.routing.auto.lkgp import conversation_hash, lkgp_state_key, read_lkgp, session_key, write_lkgp
 from omniroute.routing.auto.options import positive, resolve_variant, sla_policy, weights_for
-from omniroute.routing.auto.routers import RouterContext, RouterDecision, select_with_strategy
+from omniroute.routing.auto.routers import RouterContext, RouterDecision
 from omniroute.routing.auto.variants import AutoVariant
 from omniroute.routing.decision import Decision
 from omniroute.routing.resolve import Plan
+from omniroute.routing.services import RoutingServices, RunOptions
 from omniroute.values import Candidate, ChatRequest
-
-if TYPE_CHECKING:
-    from omniroute.gateway import Gateway
-    from omniroute.routing.plan import RunOptions
 
 __all__ = ["plan_auto"]
 
@@ -77,7 +74,7 @@ class _Channel:
     pool: list[Candidate]
 
 
-def _channel(gw: Gateway, plan: Plan, decision: Decision, now: float) -> _Channel:
+def _channel(gw: RoutingServices, plan: Plan, decision: Decision, now: float) -> _Channel:
     if plan.combo is not None:
         options = auto_config(plan.combo)
         name = plan.combo.name
@@ -122,7 +119,7 @@ def _budget(
 
 
 async def _heal(
-    gw: Gateway, pool: list[Candidate], now: float, may_probe: bool, decision: Decision
+    gw: RoutingServices, pool: list[Candidate], now: float, may_probe: bool, decision: Decision
 ) -> tuple[list[Candidate], Candidate | None]:
     """Drop candidates in a self-healing cooldown; claim at most one re-admission probe (AUTO-8)."""
     probe: Candidate | None = None
@@ -152,7 +149,11 @@ def _below(score: float, until: float, now: float) -> str:
 
 
 async def _threshold(
-    gw: Gateway, inputs: list[sc.CandidateInputs], probe: Candidate | None, now: float, decision: Decision
+    gw: RoutingServices,
+    inputs: list[sc.CandidateInputs],
+    probe: Candidate | None,
+    now: float,
+    decision: Decision,
 ) -> dict[str, str]:
     """Exclude candidates scoring below 0.2 (not OPEN ones, not the probe), unless all would go."""
     low = [
@@ -173,14 +174,12 @@ async def _threshold(
 
 
 async def plan_auto(
-    gw: Gateway, plan: Plan, req: ChatRequest, decision: Decision
+    gw: RoutingServices, plan: Plan, req: ChatRequest, decision: Decision
 ) -> tuple[list[Candidate], RunOptions]:
     """Ordered candidates for an auto plan and the run options (success hook) (AUTO-1 … AUTO-8).
 
     Raises :class:`~omniroute.errors.InvalidRequest` (400) for an unknown auto id and
     :class:`~omniroute.errors.BudgetExceeded` (402) for a strict budget no candidate fits."""
-    from omniroute.routing.plan import RunOptions
-
     now = gw.clock.time()
     ch = _channel(gw, plan, decision, now)
     variant, options, body = ch.variant, ch.options, req.body
@@ -259,7 +258,7 @@ async def plan_auto(
             last_known_good_key=record.key if record is not None else None,
             sla=sla_policy(options),
         )
-        rd = select_with_strategy(ranked, rctx, ch.router)
+        rd = gw.routers.select(ranked, rctx, ch.router)
         pick = rd.index
         if rd.strategy in ("rules", "score"):
             rate = variant.exploration
@@ -335,7 +334,7 @@ def _effort(
     return prepare
 
 
-def _on_success(gw: Gateway, lkgp_key: str, probe: Candidate | None, decision: Decision) -> Any:
+def _on_success(gw: RoutingServices, lkgp_key: str, probe: Candidate | None, decision: Decision) -> Any:
     async def hook(cand: Candidate) -> None:
         now = gw.clock.time()
         await write_lkgp(gw.state, lkgp_key, cand, now)

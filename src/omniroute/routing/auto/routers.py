@@ -16,9 +16,10 @@ Each router is an object with ``name`` and ``select(pool, ctx) -> RouterDecision
   1.0, reason ``LKGP: using last known good provider <p>``); ``lkgp_enabled is False`` or no usable
   record → ``rules``.
 
-``register_strategy(name, impl)`` adds one; an unknown name logs a warning and uses ``rules``. The
-registry (:data:`ROUTERS`) is the one deliberate piece of module state here: a plugin table filled
-at import with the built-ins, like :mod:`codecs`' search functions.
+A gateway selects through its own :class:`RouterRegistry`: the routers of its
+:class:`~omniroute.extensions.Extensions` over :data:`DEFAULT_ROUTERS` (the built-ins, plus any added
+with :func:`register_router`, kept for existing callers). An unknown name logs a warning and uses
+``rules``.
 """
 
 from __future__ import annotations
@@ -32,12 +33,15 @@ from omniroute.routing.auto.fitness import DEFAULT_TASK
 from omniroute.routing.auto.scoring import DEFAULT_WEIGHT_VECTOR, HEALTH_BY_STATE, CandidateInputs
 
 __all__ = [
+    "DEFAULT_ROUTERS",
     "ROUTERS",
     "RouterContext",
     "RouterDecision",
+    "RouterRegistry",
     "RouterStrategy",
     "SlaPolicy",
     "get_strategy",
+    "register_router",
     "register_strategy",
     "select_with_strategy",
 ]
@@ -268,40 +272,86 @@ class LkgpRouter:
                 return RouterDecision(
                     pick, self.name, f"LKGP: using last known good provider {ctx.last_known_good}", 1, 1.0
                 )
-        return ROUTERS["rules"].select(pool, ctx)
+        return _RULES.select(pool, ctx)
 
 
-ROUTERS: Final[dict[str, RouterStrategy]] = {}
-"""Name → router; aliases are extra names for the same object."""
 _ALIASES: Final = {"eco": "cost", "fast": "latency", "sla": "sla-aware"}
+_RULES: Final = RulesRouter()
 
 
-def register_strategy(name: str, impl: RouterStrategy) -> None:
-    """Add (or replace) the router called ``name`` (AUTO-5)."""
-    ROUTERS[name.strip().lower()] = impl
+class RouterRegistry:
+    """Router strategies by name (case-insensitive; aliases eco, fast, sla), over an optional
+    ``fallback`` registry consulted for names this one lacks (a gateway's registry holds its
+    :class:`~omniroute.extensions.Extensions` routers over :data:`DEFAULT_ROUTERS`)."""
+
+    __slots__ = ("by_name", "fallback")
+
+    def __init__(
+        self, routers: Sequence[RouterStrategy] = (), fallback: RouterRegistry | None = None
+    ) -> None:
+        self.by_name: dict[str, RouterStrategy] = {}
+        self.fallback = fallback
+        for r in routers:
+            self.register(r.name, r)
+
+    def register(self, name: str, impl: RouterStrategy) -> None:
+        """Add (or replace) the router called ``name``."""
+        self.by_name[name.strip().lower()] = impl
+
+    def find(self, name: str) -> RouterStrategy | None:
+        """The router called ``name`` (an alias, any case), or ``None``."""
+        key = name.strip().lower()
+        key = _ALIASES.get(key, key)
+        impl = self.by_name.get(key)
+        if impl is None and self.fallback is not None:
+            return self.fallback.find(key)
+        return impl
+
+    def get(self, name: str | None) -> RouterStrategy:
+        """The router for ``name``; ``None`` → ``rules``; an unknown name logs a warning and gives
+        ``rules`` (AUTO-5)."""
+        if not name:
+            return self.find("rules") or _RULES
+        impl = self.find(name)
+        if impl is None:
+            log.warning("unknown auto router strategy %r: using 'rules'", name)
+            return self.find("rules") or _RULES
+        return impl
+
+    def select(self, pool: Sequence[CandidateInputs], ctx: RouterContext, name: str | None) -> RouterDecision:
+        """``get(name).select(pool, ctx)``; an empty pool raises ``ValueError``."""
+        if not pool:
+            raise ValueError("empty candidate pool")
+        return self.get(name).select(pool, ctx)
+
+
+DEFAULT_ROUTERS: Final = RouterRegistry(
+    (_RULES, ScoreRouter(), CostRouter(), LatencyRouter(), SlaRouter(), LkgpRouter())
+)
+"""The process-wide defaults: the built-ins plus whatever :func:`register_router` added."""
+ROUTERS: Final[dict[str, RouterStrategy]] = DEFAULT_ROUTERS.by_name
+"""Name → router of the process defaults."""
+
+
+def register_router(name: str, impl: RouterStrategy) -> None:
+    """Add (or replace) the router called ``name`` in the process defaults (AUTO-5), seen by every
+    gateway of the process; an application passes its routers to
+    ``create_app(..., extensions=Extensions(routers=...))`` instead."""
+    DEFAULT_ROUTERS.register(name, impl)
+
+
+register_strategy = register_router
+"""The former name of :func:`register_router` (same arguments, ``(name, impl)``)."""
 
 
 def get_strategy(name: str | None) -> RouterStrategy:
-    """The router for ``name`` (aliases eco, fast, sla; case-insensitive); ``None`` → ``rules``; an
-    unknown name logs a warning and gives ``rules`` (AUTO-5)."""
-    if not name:
-        return ROUTERS["rules"]
-    key = name.strip().lower()
-    impl = ROUTERS.get(_ALIASES.get(key, key))
-    if impl is None:
-        log.warning("unknown auto router strategy %r: using 'rules'", name)
-        return ROUTERS["rules"]
-    return impl
+    """The router for ``name`` in the process defaults (see :meth:`RouterRegistry.get`)."""
+    return DEFAULT_ROUTERS.get(name)
 
 
 def select_with_strategy(
     pool: Sequence[CandidateInputs], ctx: RouterContext, name: str | None
 ) -> RouterDecision:
-    """``get_strategy(name).select(pool, ctx)``; an empty pool raises ``ValueError``."""
-    if not pool:
-        raise ValueError("empty candidate pool")
-    return get_strategy(name).select(pool, ctx)
-
-
-for _impl in (RulesRouter(), ScoreRouter(), CostRouter(), LatencyRouter(), SlaRouter(), LkgpRouter()):
-    register_strategy(_impl.name, _impl)
+    """``get_strategy(name).select(pool, ctx)`` over the process defaults; an empty pool raises
+    ``ValueError``."""
+    return DEFAULT_ROUTERS.select(pool, ctx, name)

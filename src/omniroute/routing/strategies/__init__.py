@@ -13,6 +13,7 @@ from omniroute.routing.strategies.base import (
     Availability,
     ComboTarget,
     Ordering,
+    Strategy,
     StrategyContext,
     StrategyState,
     rng_for,
@@ -23,7 +24,6 @@ from omniroute.routing.strategies.registry import (
     register_strategy,
     strategy_names,
 )
-from omniroute.typing import Strategy
 
 __all__ = [
     "DEFAULTS",

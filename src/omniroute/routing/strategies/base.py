@@ -19,7 +19,7 @@ from __future__ import annotations
 import random
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from omniroute.core.combo import ComboSettings
 from omniroute.routing.quota import NEUTRAL, QuotaInfo, QuotaProvider
@@ -31,6 +31,7 @@ __all__ = [
     "Availability",
     "ComboTarget",
     "Ordering",
+    "Strategy",
     "StrategyContext",
     "StrategyState",
     "SuccessHook",
@@ -260,3 +261,30 @@ def rng_for(req: ChatRequest) -> random.Random:
         except ValueError:
             return random.Random(seed)
     return random.Random(req.request_id or None)
+
+
+class Strategy(Protocol):
+    """A combo strategy (COMBO-3; DESIGN house style 6): one object per strategy name, registered in
+    :mod:`omniroute.routing.strategies`, with no I/O, globals or hidden randomness.
+
+    ``order`` turns the expanded targets of a :class:`StrategyContext` into an :class:`Ordering`: the
+    first target is tried first and the rest are its fallbacks (the resilience ladder filters them
+    afterwards). State is read and written only through ``ctx.state`` and randomness comes only
+    from ``ctx.rng``.
+
+    ``expands_connections``: the strategy ranks accounts, so it sees one target per connection
+    (reset-aware, reset-window, headroom, cache-optimized) whatever ``connectionAwareExpansion`` says
+    (COMBO-4). ``protects_first``: the prompt-cache affinity stage never displaces its first target
+    (priority, fill-first, lkgp, weighted; COMBO-4).
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def expands_connections(self) -> bool: ...
+
+    @property
+    def protects_first(self) -> bool: ...
+
+    async def order(self, ctx: StrategyContext) -> Ordering: ...

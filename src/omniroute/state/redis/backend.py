@@ -206,6 +206,12 @@ class RedisRoutingState(RoutingState):
             script = self._scripts[source] = self._client().register_script(source)
         return await script(keys=keys, args=args)
 
+    async def run_script(self, source: str, keys: list[str], args: list[Any]) -> Any:
+        """Run the Lua script ``source`` (cached by SHA after the first call) atomically on this
+        state's Redis, for other shared counters of the deployment (key budgets); raises the
+        client's errors (``FAILURES`` for an unreachable Redis)."""
+        return await self._eval(source, keys, args)
+
     async def check(self) -> BaseException | None:
         """``PING`` Redis: ``None`` when it answers, else the error (never raises)."""
         try:

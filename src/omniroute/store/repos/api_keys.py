@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Iterable
 from typing import Any, Final
 
-from sqlalchemy import delete, or_, select, update
+from sqlalchemy import case, delete, func, or_, select, update
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.exc import IntegrityError
 
@@ -39,7 +39,16 @@ _PUBLIC_COLUMNS: Final = (
     "revoked",
     "created_at",
     "last_used_at",
+    "budget_period",
+    "period_start",
+    "reserved_usd",
+    "expires_at",
+    "rpm",
+    "tpm",
+    "updated_at",
 )
+UPDATABLE_FIELDS: Final = ("allowed_models", "budget_usd", "budget_period", "expires_at", "rpm", "tpm")
+"""Fields :meth:`ApiKeysRepo.update_api_key` changes (``PATCH /api/keys/{id}``, ``omniroute keys update``)."""
 
 
 def hash_key(plaintext: str) -> str:
@@ -64,12 +73,18 @@ class ApiKeysRepo(RepoBase):
         allowed_models: Iterable[str] = ("*",),
         budget_usd: float | None = None,
         key: str | None = None,
+        budget_period: str = "total",
+        expires_at: float | None = None,
+        rpm: int | None = None,
+        tpm: int | None = None,
     ) -> tuple[dict[str, Any], str]:
         """Create a key; returns ``(public record, plaintext key)`` — the plaintext is shown once only.
 
         ``allowed_models`` are glob patterns (``"*"`` admits all); ``budget_usd`` is a spend cap in USD
-        (``None`` = unlimited). Without ``key`` a random ``sk-or-…`` key is generated. Raises
-        :class:`StoreConflict` when the name or the key is already taken.
+        per ``budget_period`` (``daily``/``weekly``/``monthly``/``total``; ``None`` = unlimited);
+        ``expires_at`` epoch seconds after which the key is refused (401); ``rpm``/``tpm`` requests and
+        tokens per minute (``None`` = the config default). Without ``key`` a random ``sk-or-…`` key is
+        generated. Raises :class:`StoreConflict` when the name or the key is already taken.
         """
         plaintext = key if key is not None else GENERATED_KEY_PREFIX + secrets.token_urlsafe(32)
         values = {
@@ -83,6 +98,13 @@ class ApiKeysRepo(RepoBase):
             "revoked": False,
             "created_at": self._now(),
             "last_used_at": None,
+            "budget_period": budget_period,
+            "period_start": None,
+            "reserved_usd": 0.0,
+            "expires_at": expires_at,
+            "rpm": rpm,
+            "tpm": tpm,
+            "updated_at": None,
         }
         try:
             async with self._engine.begin() as conn:
@@ -151,12 +173,93 @@ class ApiKeysRepo(RepoBase):
                 .values(spent_usd=_keys.c.spent_usd + usd, last_used_at=self._now())
             )
 
+    async def update_api_key(self, id_or_name: str, changes: dict[str, Any]) -> dict[str, Any] | None:
+        """Change the :data:`UPDATABLE_FIELDS` in ``changes`` (values already validated) of the key named
+        by id or name and stamp ``updated_at`` (so every replica's store watch reloads it); returns the
+        new public record, ``None`` when no such key. Spend and reservations are kept."""
+        values = {k: v for k, v in changes.items() if k in UPDATABLE_FIELDS}
+        if "allowed_models" in values:
+            values["allowed_models"] = list(values["allowed_models"])
+        values["updated_at"] = self._now()
+        where = or_(_keys.c.id == id_or_name, _keys.c.name == id_or_name)
+        async with self._engine.begin() as conn:
+            res = await conn.execute(update(_keys).where(where).values(**values))
+            if not res.rowcount:
+                return None
+            row = (await conn.execute(select(_keys).where(where))).mappings().first()
+        return _public(row) if row is not None else None
+
+    async def reserve_spend(
+        self, key_id: str, period_start: float, estimate_usd: float
+    ) -> tuple[bool, float, float]:
+        """Reserve ``estimate_usd`` of the key's budget in one atomic ``UPDATE`` (API-8): it succeeds
+        only while ``spent + reserved + estimate <= budget_usd`` and ``spent + reserved < budget_usd``,
+        so concurrent callers in any number of processes cannot over-commit. A stored ``period_start``
+        older than ``period_start`` (epoch s, the current period's UTC boundary) resets spend and
+        reservations first. Returns ``(reserved?, spent_usd, reserved_usd)`` as stored afterwards; a
+        key without a budget always succeeds."""
+        roll = func.coalesce(_keys.c.period_start, 0.0) < period_start
+        spent = case((roll, 0.0), else_=_keys.c.spent_usd)
+        held = case((roll, 0.0), else_=_keys.c.reserved_usd)
+        stmt = (
+            update(_keys)
+            .where(
+                _keys.c.id == key_id,
+                or_(
+                    _keys.c.budget_usd.is_(None),
+                    (spent + held + estimate_usd <= _keys.c.budget_usd) & (spent + held < _keys.c.budget_usd),
+                ),
+            )
+            .values(
+                spent_usd=spent,
+                reserved_usd=held + estimate_usd,
+                period_start=case((roll, period_start), else_=_keys.c.period_start),
+            )
+        )
+        async with self._engine.begin() as conn:
+            ok = bool((await conn.execute(stmt)).rowcount)
+            row = (
+                await conn.execute(
+                    select(_keys.c.spent_usd, _keys.c.reserved_usd, _keys.c.period_start).where(
+                        _keys.c.id == key_id
+                    )
+                )
+            ).first()
+        if row is None:
+            return False, 0.0, 0.0
+        fresh = (row[2] or 0.0) >= period_start
+        return ok, float(row[0]) if fresh else 0.0, float(row[1]) if fresh else 0.0
+
+    async def settle_spend(self, key_id: str, period_start: float, usd: float, release_usd: float) -> None:
+        """Add ``usd`` to the key's spend and release ``release_usd`` of its reservations in one
+        atomic ``UPDATE`` (API-8), stamping ``last_used_at``; a stored period older than
+        ``period_start`` (epoch s) starts the new period with ``usd`` as its spend. Reservations
+        never go below 0."""
+        roll = func.coalesce(_keys.c.period_start, 0.0) < period_start
+        left = _keys.c.reserved_usd - release_usd
+        async with self._engine.begin() as conn:
+            await conn.execute(
+                update(_keys)
+                .where(_keys.c.id == key_id)
+                .values(
+                    spent_usd=case((roll, usd), else_=_keys.c.spent_usd + usd),
+                    reserved_usd=case((roll, 0.0), (left < 0, 0.0), else_=left),
+                    period_start=case((roll, period_start), else_=_keys.c.period_start),
+                    last_used_at=self._now(),
+                )
+            )
+
     async def upsert_api_key_from_config(
         self,
         name: str,
         key: str,
         allowed_models: Iterable[str],
         budget_usd: float | None,
+        *,
+        budget_period: str = "total",
+        expires_at: float | None = None,
+        rpm: int | None = None,
+        tpm: int | None = None,
     ) -> dict[str, Any]:
         """Make the stored key ``name`` match the config file; the config wins (API-8).
 
@@ -173,11 +276,16 @@ class ApiKeysRepo(RepoBase):
                 "allowed_models": list(allowed_models),
                 "budget_usd": budget_usd,
                 "revoked": False,
+                "budget_period": budget_period,
+                "expires_at": expires_at,
+                "rpm": rpm,
+                "tpm": tpm,
             }
             insert_values = {
                 "id": uuid.uuid4().hex,
                 "name": name,
                 "spent_usd": 0.0,
+                "reserved_usd": 0.0,
                 "created_at": self._now(),
                 "last_used_at": None,
                 **fields,

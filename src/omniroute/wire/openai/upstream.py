@@ -125,3 +125,32 @@ def embeddings_request(cand: Candidate, body: dict[str, Any]) -> UpstreamRequest
     return UpstreamRequest(
         f"{base_url_for(cand)}/embeddings", headers, orjson.dumps({**body, "model": cand.model.id})
     )
+
+
+class EmbeddingsCall:
+    """The embeddings call (API-5) as the engine's attempt loop runs it
+    (:class:`~omniroute.routing.engine.UpstreamCall`): the request is :func:`embeddings_request` of the
+    client's body; the answer must be a JSON object with a ``data`` list (OpenAI embeddings reference),
+    else the attempt fails like a broken chat response and the next target is tried."""
+
+    def build(self, cand: Candidate, req: ChatRequest) -> UpstreamRequest:
+        return embeddings_request(cand, req.body)
+
+    def parse(self, body: bytes, cand: Candidate) -> dict[str, Any]:
+        try:
+            obj = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            raise StreamBroken(
+                f"{cand.provider.id}: embeddings body is not JSON ({len(body)} bytes)",
+                provider=cand.provider.id,
+            ) from None
+        if not isinstance(obj, dict) or not isinstance(obj.get("data"), list):
+            if isinstance(obj, dict) and "error" in obj:
+                raise error_from_payload(obj, provider=cand.provider.id, in_stream=False)
+            raise StreamBroken(
+                f"{cand.provider.id}: embeddings answer has no data", provider=cand.provider.id
+            )
+        return obj
+
+
+EMBEDDINGS = EmbeddingsCall()
