@@ -43,9 +43,19 @@ def check_provider_formats(config: Config, formats: Sequence[WireFormat] = wire.
         raise ConfigError(errors, source=config.source_path)
 
 
-def config_reference_errors(config: Config, catalog: Catalog) -> list[tuple[str, str]]:
+def config_reference_errors(
+    config: Config,
+    catalog: Catalog,
+    *,
+    stored_connection_ids: Iterable[str] = (),
+    stored_combo_names: Iterable[str] = (),
+) -> list[tuple[str, str]]:
     """Checks the config schema cannot make (OPS-2), as ``(key, problem)`` pairs: every connection
-    names a provider ``catalog`` knows and every non-auto combo has targets."""
+    names a provider ``catalog`` knows, every non-auto combo has targets, and every combo target,
+    combo mapping and fallback chain names a known provider, model, connection or combo (declared in
+    the file or stored: ``stored_*``; see :func:`omniroute.references.config_problems`)."""
+    from omniroute.references import config_problems
+
     errors = [
         (
             f"connections[{i}].provider",
@@ -60,6 +70,9 @@ def config_reference_errors(config: Config, catalog: Catalog) -> list[tuple[str,
         for i, combo in enumerate(config.combos)
         if (missing := missing_targets(combo)) is not None
     ]
+    errors += config_problems(
+        config, catalog, stored_connection_ids=stored_connection_ids, stored_combo_names=stored_combo_names
+    )
     return errors
 
 

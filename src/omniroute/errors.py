@@ -286,13 +286,16 @@ class AuthInvalid(UpstreamError):
 
 
 class QuotaExhausted(UpstreamError):
-    """402, quota/billing/credit texts: model lockout (RESIL-3). ``until_midnight`` for daily quota."""
+    """402, quota/billing/credit texts: model lockout (RESIL-3). ``until_midnight`` for daily quota;
+    ``account_wide`` when the whole account is exhausted (credits, billing), which locks every model
+    of the connection."""
 
     kind = "quota_exhausted"
     status = 402
     code = "upstream_quota_exhausted"
     type = "insufficient_quota"
     until_midnight: bool = False
+    account_wide: bool = False
 
 
 class ModelUnavailable(UpstreamError):

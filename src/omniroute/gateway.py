@@ -42,6 +42,7 @@ from omniroute.observe.metrics import Metrics
 from omniroute.observe.spool import Spool
 from omniroute.providers.catalog import Catalog
 from omniroute.providers.upstream import AttemptTimeouts, ReadLimits, UpstreamClient
+from omniroute.references import stored_problems, warn_stored_problems
 from omniroute.routing.auto.listing import auto_models
 from omniroute.routing.combos import combo_limits, log_shadowing
 from omniroute.routing.decision import Decision, expand_stored
@@ -51,11 +52,19 @@ from omniroute.routing.permissions import allowed_candidates
 from omniroute.routing.plan import Planner
 from omniroute.routing.registry import Registry
 from omniroute.routing.resolve import check_alias_routes, resolve, resolve_route, with_context_1m_beta
-from omniroute.simulated import SAMPLE_COMBO, SimulatedFleet
+from omniroute.simulated import (
+    SAMPLE_COMBO,
+    SimulatedFleet,
+    retire_sample_combo,
+    routes_only_to_simulated,
+    simulated_providers,
+    store_sample_combo,
+)
 from omniroute.state.base import RoutingState
 from omniroute.state.memory import MemoryRoutingState
 from omniroute.store import Store, hash_key
-from omniroute.values import Candidate, ChatRequest, Usage
+from omniroute.store.retention import RetentionPruner
+from omniroute.values import Candidate, ChatRequest, Connection, Usage
 from omniroute.wire.base import ProviderAdapter
 
 if TYPE_CHECKING:  # imported on use: only a gateway with redis_url loads the redis client (PERF-5)
@@ -119,8 +128,12 @@ class Gateway:
         if config.redis_url:
             from omniroute.state.redis import ResilientRoutingState
 
-            self.redis_state = ResilientRoutingState.from_url(config.redis_url, clock=self.clock)
-        self.state: RoutingState = self.redis_state or MemoryRoutingState(self.clock)
+            self.redis_state = ResilientRoutingState.from_url(
+                config.redis_url, clock=self.clock, max_entries=config.state_max_entries
+            )
+        self.state: RoutingState = self.redis_state or MemoryRoutingState(
+            self.clock, max_entries=config.state_max_entries
+        )
         # API-8: key budgets (reserve/settle, in Redis when configured) and per-key rate limits
         self.budgets = Budgets(
             self.clock,
@@ -143,6 +156,7 @@ class Gateway:
                 max_attempts=config.resilience.retries.max_attempts,
                 max_hint_wait_s=config.resilience.retries.max_hint_wait_s,
                 total_s=config.resilience.timeouts.total_s,
+                stream_rescue=config.resilience.stream_rescue.enabled,
             ),
             timeouts=self.client.timeouts,
         )
@@ -150,6 +164,7 @@ class Gateway:
         self.registry = Registry.build(self.catalog, ())
         self.planner = Planner(self)
         self.simulated: SimulatedFleet | None = None
+        self._retired_fleet: SimulatedFleet | None = None  # switched off at run time, stopped at stop()
         self.keys_by_hash: dict[str, dict[str, Any]] = {}
         self.keys_by_id: dict[str, dict[str, Any]] = {}
         self._key_memo: dict[str, dict[str, Any]] = {}
@@ -167,6 +182,7 @@ class Gateway:
         self.body_deadlines = BodyDeadlines()  # 408 for request bodies that stop arriving
         self._fingerprint: tuple[Any, ...] | None = None  # store fingerprint the snapshot was built from
         self._store_watch: asyncio.Task[None] | None = None
+        self._retention: RetentionPruner | None = None  # usage/decision rows past retention_days
         self._reload_lock = asyncio.Lock()  # a SIGHUP and POST /api/reload arriving together apply in turn
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -182,17 +198,14 @@ class Gateway:
         bootstrap.check_provider_formats(self.config, self.formats)
         data_dir = data_dir_for(self.config.database_url)
         self.store = await Store.open(self.config.database_url, data_dir=data_dir, clock=self.clock)
+        await self._check_config_references(self.config, await self._reference_catalog(), aliases=False)
         await bootstrap.load_config_into_store(self.config, self.store)
-        if not self.config.connections and not await self.store.list_connections():
-            self.simulated = SimulatedFleet()
-            await self.simulated.start()
-            log.warning(
-                "simulated mode: no providers configured; serving %d built-in simulated providers (%s)",
-                len(self.simulated.providers),
-                ", ".join(self.simulated.provider_ids),
-            )
+        await self._start_simulated_unless_connected()
         await self.refresh()
-        self._check_config_references(self.config, self.catalog)
+        await self._check_config_references(self.config, self.catalog, aliases=True)
+        warn_stored_problems(
+            stored_problems(self.catalog, await self.store.list_connections(), await self.store.list_combos())
+        )
         log_shadowing(self.registry)  # SPEC §4: one line listing every combo that shadows a model id
         if self.redis_state is not None:  # connect now: an unreachable Redis is reported at start
             await self.redis_state.ready()
@@ -220,6 +233,60 @@ class Gateway:
         self.decision_writer.start()
         self.metrics.gauge_sources.append(self._spool_gauge)
         self._store_watch = asyncio.create_task(self._watch_store(), name="store-watch")
+        self._retention = RetentionPruner(self.store, self.clock, self.config.retention_days)
+        self._retention.start()
+
+    async def _reference_catalog(self) -> Catalog:
+        """The catalog config references are checked against before the config is loaded into the
+        store: stored provider nodes and the config's providers, plus the simulated ones when no
+        connection is configured or stored (they will be served)."""
+        assert self.store is not None
+        cat = bootstrap.build_catalog(self.config, await self.store.list_provider_nodes(), None, self.formats)
+        if self.config.connections or await self.store.list_connections():
+            return cat
+        return Catalog([*cat.providers, *simulated_providers()])
+
+    async def _start_simulated_unless_connected(self) -> None:
+        """Simulated mode when no connection is configured or stored: start the simulated providers and
+        store the sample combo (listed by ``/api/combos`` and ``omniroute combos list``). Otherwise say
+        in the start-up log that they are off, removing a sample combo a previous simulated run stored
+        (it would only dangle)."""
+        assert self.store is not None
+        conns = await self.store.list_connections()
+        if not conns:
+            self.simulated = SimulatedFleet()
+            await self.simulated.start()
+            await store_sample_combo(self.store)
+            log.warning(
+                "simulated mode: no providers configured; serving %d built-in simulated providers (%s) "
+                "and the sample combo '%s'; adding a connection switches them off",
+                len(self.simulated.providers),
+                ", ".join(self.simulated.provider_ids),
+                SAMPLE_COMBO,
+            )
+            return
+        retired = await retire_sample_combo(self.store)
+        log.log(
+            logging.WARNING if retired else logging.INFO,
+            "simulated providers off: %d connection(s) configured (%s)%s",
+            len(conns),
+            ", ".join(sorted({c.provider for c in conns})),
+            f"; the sample combo '{SAMPLE_COMBO}' was removed" if retired else "",
+        )
+
+    async def _switch_simulated_off(self, conns: list[Connection]) -> None:
+        """A real connection was added while simulated mode runs: drop the simulated providers from the
+        catalog and delete the stored sample combo. Their servers keep running until :meth:`stop` so a
+        request already routed to one finishes."""
+        assert self.store is not None and self.simulated is not None
+        self._retired_fleet, self.simulated = self.simulated, None
+        retired = await retire_sample_combo(self.store)
+        log.warning(
+            "simulated providers off: connection %s added (%s)%s",
+            ", ".join(c.id for c in conns),
+            ", ".join(sorted({c.provider for c in conns})),
+            f"; the sample combo '{SAMPLE_COMBO}' was removed" if retired else "",
+        )
 
     async def _watch_store(self) -> None:
         """Every :data:`STORE_POLL_S` seconds on the gateway's clock, rebuild the snapshot when the
@@ -271,7 +338,7 @@ class Gateway:
             catalog = bootstrap.build_catalog(
                 new, await self.store.list_provider_nodes(), self.simulated, self.formats
             )
-            self._check_config_references(new, catalog)
+            await self._check_config_references(new, catalog, aliases=False)
             await bootstrap.load_config_into_store(new, self.store)
             self.config = new
             if isinstance(self.client, UpstreamClient):  # a simulated client sends nowhere
@@ -279,14 +346,22 @@ class Gateway:
             await self.refresh()
         log.info("configuration reloaded from %s", new.source_path)
 
-    def _check_config_references(self, config: Config, catalog: Catalog) -> None:
-        """Checks the config schema cannot make (OPS-2): every connection names a known provider and
-        every non-auto combo has targets; at start-up also that every ``model_aliases`` route resolves
-        (a reload applies new aliases with the snapshot it rebuilds). Raises :class:`ConfigError`
-        naming the key; warns about API keys whose secret is empty (an unset ``${ENV}`` reference
-        admits nobody)."""
-        errors = bootstrap.config_reference_errors(config, catalog)
-        if config is self.config:
+    async def _check_config_references(self, config: Config, catalog: Catalog, *, aliases: bool) -> None:
+        """Checks the config schema cannot make (OPS-2): every connection names a known provider, every
+        non-auto combo has targets, every combo target, mapping and chain names a known provider,
+        model, connection or combo (in the file or stored); with ``aliases`` (at start-up, once the
+        snapshot is built) also that every ``model_aliases`` route resolves (a reload applies new
+        aliases with the snapshot it rebuilds).
+        Raises :class:`ConfigError` naming the key; warns about API keys whose secret is empty (an
+        unset ``${ENV}`` reference admits nobody)."""
+        assert self.store is not None
+        errors = bootstrap.config_reference_errors(
+            config,
+            catalog,
+            stored_connection_ids=[c.id for c in await self.store.list_connections()],
+            stored_combo_names=[r["name"] for r in await self.store.list_combos()],
+        )
+        if aliases:
             errors.extend(check_alias_routes(self.registry))
         if errors:
             raise ConfigError(errors)
@@ -301,6 +376,8 @@ class Gateway:
     async def stop(self) -> None:
         """Flush usage and decisions (nothing lost), close the upstream client, the simulated fleet and
         the store."""
+        if self._retention is not None:
+            await self._retention.stop()
         if self._store_watch is not None:
             self._store_watch.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -315,8 +392,9 @@ class Gateway:
         await self.rate_limits.aclose()
         if self.redis_state is not None:
             await self.redis_state.aclose()
-        if self.simulated is not None:
-            await self.simulated.stop()
+        for fleet in (self.simulated, self._retired_fleet):
+            if fleet is not None:
+                await fleet.stop()
         if self.store is not None:
             await self.store.close()
 
@@ -326,15 +404,15 @@ class Gateway:
         assert self.store is not None
         # read first: a write landing during the rebuild then shows as a change on the next poll
         fingerprint = await self.store.snapshot_fingerprint()
+        conns = await self.store.list_connections()
+        if self.simulated is not None and conns:
+            await self._switch_simulated_off(conns)
         self.catalog = bootstrap.build_catalog(
             self.config, await self.store.list_provider_nodes(), self.simulated, self.formats
         )
-        conns = await self.store.list_connections()
         combos = [Combo.from_row(row) for row in await self.store.list_combos()]
         if self.simulated is not None:
             conns = conns + self.simulated.connections()
-            if not any(c.name == SAMPLE_COMBO for c in combos):
-                combos.append(self.simulated.sample_combo())
         self.registry = Registry.build(
             self.catalog,
             conns,
@@ -380,15 +458,17 @@ class Gateway:
             out.append(item)
         for name, combo in reg.combos.items():
             ctx, mo = combo_limits(self, combo)
+            simulated = routes_only_to_simulated(combo)  # owned and labelled like its targets
             out.append(
                 {
                     "id": name,
                     "object": "model",
                     "created": 0,
-                    "owned_by": "combo",
+                    "owned_by": "simulated" if simulated else "combo",
                     "context_length": ctx,
                     "max_output_tokens": mo,
                     "strategy": combo.strategy,
+                    **({"simulated": True} if simulated else {}),
                 }
             )
         out.extend(self.auto_models())
@@ -646,6 +726,7 @@ class Gateway:
                 "cache_write_1h_tokens": u.cache_write_1h_tokens,
                 "reasoning_tokens": u.reasoning_tokens,
                 "price_unknown": price_unknown,
+                "rescued": bool(decision.extra.get("rescued")),
                 "cost_usd": cost,
                 "error": error,
                 "stream": req.stream,

@@ -202,3 +202,34 @@ def test_429_resetting_in_days_cools_for_max_hint_and_shows_the_real_reset(rig: 
     a.set_behaviour("m", "")
     rig.at(1800)
     assert served_by(chat(gw)) == "pa"
+
+
+def test_a_long_worded_reset_is_shown_apart_from_the_capped_cooldown(rig: Rig) -> None:
+    """RESIL-13: a 429 saying "Try again in 3 days" cools A for cooldown.max_hint_s (30 min);
+    GET /api/resilience gives that capped end as ``until`` and the upstream's real reset as its own
+    field, ``reset_at`` (epoch s, ISO twin); once A answers again the reset is gone."""
+    gw = rig.gateway()
+    a = rig.fakes["a"]
+    a.set_behaviour("m", "fail-429+msg-Usage_limit_reached._Try_again_in_3_days.")
+    rig.at(0)
+    assert served_by(chat(gw)) == "pb"
+    cooldown = resilience(gw)["cooldowns"]["a1"]
+    assert cooldown["until"] == T0 + 1800
+    assert cooldown["reset_at"] == T0 + 3 * 86400
+    assert cooldown["reset_at_iso"] == datetime.fromtimestamp(T0 + 3 * 86400, UTC).strftime(
+        "%Y-%m-%dT%H:%M:%SZ"
+    )
+    a.set_behaviour("m", "")
+    rig.at(1800)
+    assert served_by(chat(gw)) == "pa"
+    assert "a1" not in resilience(gw)["cooldowns"]
+
+
+def test_a_short_hint_has_no_separate_reset(rig: Rig) -> None:
+    """RESIL-13: a hint within cooldown.max_hint_s is the cooldown itself: ``reset_at`` is null."""
+    gw = rig.gateway()
+    rig.fakes["a"].set_behaviour("m", "fail-429+msg-Rate_limit_reached._Try_again_in_20s.")
+    rig.at(0)
+    assert served_by(chat(gw)) == "pb"
+    cooldown = resilience(gw)["cooldowns"]["a1"]
+    assert cooldown["until"] == T0 + 20 and cooldown["reset_at"] is None

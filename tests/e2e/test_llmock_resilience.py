@@ -73,36 +73,50 @@ def mock(upstream: LLMockServer) -> Iterator[httpx.Client]:
 def gw(
     make_gateway: Callable[..., GatewayThread], fakes: dict[str, FakeProviderThread], upstream: LLMockServer
 ) -> GatewayThread:
-    """Provider ``llmock`` (OpenAI format, connection m1) then the healthy fake ``local-c`` (c1)."""
-    return make_gateway(
-        {
-            "providers": [
-                {
-                    "id": "llmock",
-                    "format": "openai",
-                    "base_url": upstream.base_url("openai"),
-                    "models": [{"id": MODEL}],
-                },
-                {
-                    "id": "local-c",
-                    "format": "openai",
-                    "base_url": f"{fakes['c'].base_url}/v1",
-                    "models": [{"id": MODEL}, {"id": "model-c"}],
-                },
-            ],
-            "connections": [
-                {"id": "m1", "provider": "llmock", "api_key": "sk-m1", "priority": 1, "default_model": MODEL},
-                {
-                    "id": "c1",
-                    "provider": "local-c",
-                    "api_key": "sk-c1",
-                    "priority": 2,
-                    "default_model": "model-c",
-                },
-            ],
-            "fallback_chains": {MODEL: [{"provider": "llmock"}, {"provider": "local-c"}]},
-        }
-    )
+    """Provider ``llmock`` (OpenAI format, connection m1) then the healthy fake ``local-c`` (c1), with
+    stream rescue off: a stream cut after commit reaches the client as the failure it is."""
+    return make_gateway(_llmock_config(fakes, upstream, {"stream_rescue": False}))
+
+
+def _llmock_config(
+    fakes: dict[str, FakeProviderThread], upstream: LLMockServer, resilience: dict[str, Any]
+) -> dict[str, Any]:
+    return {
+        "providers": [
+            {
+                "id": "llmock",
+                "format": "openai",
+                "base_url": upstream.base_url("openai"),
+                "models": [{"id": MODEL}],
+            },
+            {
+                "id": "local-c",
+                "format": "openai",
+                "base_url": f"{fakes['c'].base_url}/v1",
+                "models": [{"id": MODEL}, {"id": "model-c"}],
+            },
+        ],
+        "connections": [
+            {"id": "m1", "provider": "llmock", "api_key": "sk-m1", "priority": 1, "default_model": MODEL},
+            {
+                "id": "c1",
+                "provider": "local-c",
+                "api_key": "sk-c1",
+                "priority": 2,
+                "default_model": "model-c",
+            },
+        ],
+        "fallback_chains": {MODEL: [{"provider": "llmock"}, {"provider": "local-c"}]},
+        "resilience": resilience,
+    }
+
+
+@pytest.fixture
+def gw_rescue(
+    make_gateway: Callable[..., GatewayThread], fakes: dict[str, FakeProviderThread], upstream: LLMockServer
+) -> GatewayThread:
+    """As ``gw``, with stream rescue on (the default)."""
+    return make_gateway(_llmock_config(fakes, upstream, {}))
 
 
 @pytest.fixture
@@ -375,3 +389,35 @@ def test_broken_stream_is_never_presented_as_complete(
     evidence["llmock"] = [(a["seq"], a["status"], a["fault"], a["completed"]) for a in attempts]
     assert len(attempts) == 2 and attempts[0]["fault"] == f"stream:{kind}@{after_chunks}", evidence
     assert_verdict_clean(mock, evidence)
+
+
+@pytest.mark.parametrize(("kind", "after_chunks"), [("truncate", 3), ("truncate", 5), ("disconnect", 3)])
+def test_a_stream_broken_after_commit_is_rescued_into_one_whole_answer(
+    gw_rescue: GatewayThread, mock: httpx.Client, kind: str, after_chunks: int
+) -> None:
+    """RESIL-9 with stream rescue on: llmock cuts its stream after commit once; the gateway asks llmock
+    again for the rest (the answer it sends in full is joined without repeating the part already
+    sent), so the SDK reads the whole answer once with one ``stop`` and no error, and the usage row
+    says the stream was rescued after two attempts."""
+    scenario(
+        mock,
+        {
+            "type": "stream_fault",
+            "kind": kind,
+            "after_chunks": after_chunks,
+            "times": 1,
+            "match": {"path": CHAT_PATH, "model": MODEL, "stream": True},
+        },
+    )
+    rid = f"req_llmock_rescue_{kind}_{after_chunks}"
+    text, finishes, err = read_stream(client(gw_rescue), rid)
+    evidence: dict[str, Any] = {"text": text, "finishes": finishes, "error": repr(err)}
+    assert err is None and finishes == ["stop"] and text == ANSWER, evidence
+    row = usage_row(gw_rescue, rid)
+    assert row["status"] == 200 and row["rescued"] is True and row["attempts"] == 2, row
+    attempts = chat_attempts(mock)
+    assert len(attempts) == 2 and attempts[0]["fault"] == f"stream:{kind}@{after_chunks}", attempts
+    # The second call asks for the rest: the part already sent rides along as an assistant prefill
+    # (llmock's verdict cannot tell such a continuation from an accepted truncation, so it is not read).
+    sent = attempts[1]["body"]["messages"][-1]
+    assert sent["role"] == "assistant" and sent["content"] and ANSWER.startswith(sent["content"]), attempts

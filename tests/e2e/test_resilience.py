@@ -64,7 +64,7 @@ class Rig:
             "cooldown": {"base_s": 3, "max_s": 300},
         }
         for k, v in (resilience or {}).items():
-            res[k] = {**res.get(k, {}), **v}
+            res[k] = {**res.get(k, {}), **v} if isinstance(v, dict) else v
         return {
             "database_url": f"sqlite:///{self.tmp}/gw.db",
             "providers": [
@@ -361,8 +361,9 @@ def test_stream_error_event_before_content_falls_back_invisibly(rig: Rig) -> Non
 
 
 def test_stream_cut_after_commit_ends_with_error_not_stop(rig: Rig) -> None:
-    """RESIL-9: 3 chunks then a cut → error event and non-stop finish; usage row records the failure."""
-    gw = rig.gateway()
+    """RESIL-9: 3 chunks then a cut, with stream rescue off → error event and non-stop finish; usage
+    row records the failure."""
+    gw = rig.gateway(resilience={"stream_rescue": False})
     rig.fakes["a"].set_behaviour("m", "chunks-8+cut-after-3")
     t0 = time.monotonic()
     r = chat(gw, stream=True)
@@ -445,8 +446,9 @@ def test_stream_without_done_is_finalised_at_once(rig: Rig) -> None:
 
 
 def test_stream_stall_after_first_chunk_errors_within_idle_timeout(rig: Rig) -> None:
-    """RESIL-9: A stalls after the first content chunk → error event within the idle timeout."""
-    gw = rig.gateway(resilience={"timeouts": {"idle_s": 1}})
+    """RESIL-9: A stalls after the first content chunk, with stream rescue off → error event within
+    the idle timeout."""
+    gw = rig.gateway(resilience={"timeouts": {"idle_s": 1}, "stream_rescue": False})
     rig.fakes["a"].set_behaviour("m", "stall-after-1")
     t0 = time.monotonic()
     r = chat(gw, stream=True)
@@ -658,8 +660,9 @@ def test_retry_after_on_a_5xx_is_honoured_as_a_cooldown(rig: Rig) -> None:
 
 
 def test_decision_reports_a_stream_that_failed_after_commit(rig: Rig) -> None:
-    """OBS-2/RESIL-9 regression: the stored decision shows the committed attempt's later failure."""
-    gw = rig.gateway()
+    """OBS-2/RESIL-9 regression: the stored decision shows the committed attempt's later failure
+    (stream rescue off, so the failure is the end of the request)."""
+    gw = rig.gateway(resilience={"stream_rescue": False})
     rig.fakes["a"].set_behaviour("m", "chunks-6+cut-after-2")
     r = chat(gw, stream=True)
     d = httpx.get(f"{gw.url}/api/routing/decisions/{r.headers['x-request-id']}", timeout=5).json()

@@ -256,7 +256,7 @@ async def _send_stream(
             pending.append(enc.error(err))
             await send({"type": "http.response.body", "body": b"".join(pending), "more_body": False})
     await so.finalize(error)
-    if error is not None:
+    if error is not None or "stream_rescues" in decision.extra:  # changed after commit: store again
         gw.remember(decision)
     _finish_usage(gw, req, decision, so, 502 if error else 200, t0, error.message if error else None)
 

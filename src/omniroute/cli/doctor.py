@@ -9,7 +9,7 @@ table (check, result, detail); any ``fail`` row makes the command exit 1.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from omniroute import bootstrap
 from omniroute.config import Config, ConfigError
@@ -52,13 +52,40 @@ class Report:
         self.failed = self.failed or status == "fail"
 
 
-def _check_config(cfg: Config, catalog: Catalog, report: Report) -> None:
-    """Config references: every connection names a known provider, every non-auto combo has targets."""
-    problems = bootstrap.config_reference_errors(cfg, catalog)
+def _check_config(
+    cfg: Config,
+    catalog: Catalog,
+    report: Report,
+    stored: list[Connection] | None,
+    combos: list[dict[str, Any]],
+) -> None:
+    """Config references as start-up checks them: every connection names a known provider, every
+    non-auto combo has targets, and combo targets, mappings and chains name known providers, models,
+    connections and combos (declared in the file or stored)."""
+    problems = bootstrap.config_reference_errors(
+        cfg,
+        catalog,
+        stored_connection_ids=[c.id for c in stored or ()],
+        stored_combo_names=[str(r["name"]) for r in combos],
+    )
     if problems:
         report.add("config", "fail", "; ".join(f"{key}: {problem}" for key, problem in problems))
     else:
         report.add("config", "ok", str(cfg.source_path or "(defaults)"))
+
+
+def _check_stored(
+    catalog: Catalog, stored: list[Connection] | None, combos: list[dict[str, Any]], report: Report
+) -> None:
+    """Dangling references in stored data (a warning, as at start): stored connections of unknown
+    providers, stored combo targets naming unknown providers, models, connections or combos."""
+    from omniroute.references import stored_problems
+
+    problems = stored_problems(catalog, stored, combos)
+    if problems:
+        report.add("stored data", "warn", "; ".join(f"{where}: {problem}" for where, problem in problems))
+    else:
+        report.add("stored data", "ok", f"{len(combos)} combo(s), no dangling reference")
 
 
 async def _check_database(db: ReadonlyStore, report: Report) -> bool:
@@ -159,6 +186,8 @@ async def run_doctor(cfg: Config, console: LazyConsole) -> bool:
     report = Report()
     data_dir = data_dir_for(cfg.database_url)
     stored: list[Connection] = []
+    readable: list[Connection] | None = []  # None: stored connections exist but could not be read
+    combos: list[dict[str, Any]] = []
     nodes: list[dict[str, object]] = []
     db = None
     if parse_database_url(cfg.database_url, create_dirs=False).memory:
@@ -175,6 +204,8 @@ async def run_doctor(cfg: Config, console: LazyConsole) -> bool:
             if await _check_database(db, report):
                 nodes = list(await db.store.list_provider_nodes())
                 stored = await _check_secret_key(db, data_dir, report)
+                readable = stored if stored or not await db.encrypted_secret_count() else None
+                combos = list(await db.store.list_combos())
         except Exception as exc:  # unreachable server, unreadable file: reported, never raised
             report.add("database", "fail", f"{db.target.display()}: {exc}")
         finally:
@@ -184,7 +215,14 @@ async def run_doctor(cfg: Config, console: LazyConsole) -> bool:
     except (ConfigError, ValueError) as exc:
         report.add("config", "fail", str(exc))
     else:
-        _check_config(cfg, catalog, report)
+        if not cfg.connections and readable == []:  # simulated mode at start: their ids are known
+            from omniroute.providers.catalog import Catalog as _Catalog
+            from omniroute.simulated import simulated_providers
+
+            catalog = _Catalog([*catalog.providers, *simulated_providers()])
+        _check_config(cfg, catalog, report, readable, combos)
+        if db is not None:
+            _check_stored(catalog, readable, combos, report)
         by_id = {c.id: c for c in stored}
         by_id.update((c.id, bootstrap.connection_from_config(c)) for c in cfg.connections)
         await _check_upstreams([c for c in by_id.values() if c.is_active], catalog, cfg, report)

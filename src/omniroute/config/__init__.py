@@ -36,6 +36,8 @@ __all__ = [
     "DEFAULT_DATABASE_URL",
     "DEFAULT_HOST",
     "DEFAULT_PORT",
+    "DEFAULT_RETENTION_DAYS",
+    "DEFAULT_STATE_MAX_ENTRIES",
     "ENV_CONFIG_PATH",
     "ENV_DATABASE_URL",
     "ENV_REDIS_URL",
@@ -55,6 +57,7 @@ __all__ = [
     "ResilienceConfig",
     "RetriesConfig",
     "ServerConfig",
+    "StreamRescueConfig",
     "TimeoutsConfig",
     "UpstreamLimitsConfig",
     "config_from_dict",
@@ -90,6 +93,11 @@ long (Gemini CLI: 60 s), and proxies drop idle connections. ``0`` turns it off."
 
 # --- storage (STORE-1, STORE-2) ---------------------------------------------------------------------
 DEFAULT_DATABASE_URL = "sqlite:///./data/omniroute.db"
+DEFAULT_RETENTION_DAYS = 30.0
+"""Days usage rows and routing decisions are kept before the background pruning deletes them."""
+DEFAULT_STATE_MAX_ENTRIES = 100_000
+"""Entries kept per in-process routing-state table that grows with traffic (windows, counters,
+lockouts, byte records) before the least recently written is evicted."""
 DATABASE_URL_SCHEMES = ("sqlite", "postgresql", "postgres")
 REDIS_URL_SCHEMES = ("redis", "rediss", "unix")
 
@@ -361,6 +369,15 @@ class LockoutConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class StreamRescueConfig:
+    """``resilience.stream_rescue`` (RESIL-9): when ``enabled`` (default), a stream that fails after
+    it was committed to the client is finished by another attempt instead of ending with an error
+    event (:mod:`omniroute.routing.rescue`). The config file may write ``stream_rescue: false``."""
+
+    enabled: bool = True
+
+
+@dataclass(frozen=True, slots=True)
 class RetriesConfig:
     """Retry budget (RESIL-6): transient retries ``per_target``, the cap ``max_attempts`` of upstream
     calls per request, and ``max_hint_wait_s``, the longest upstream wait hint (seconds) waited out
@@ -386,13 +403,15 @@ class TimeoutsConfig:
 
 @dataclass(frozen=True, slots=True)
 class ResilienceConfig:
-    """``resilience`` (RESIL-1, RESIL-2, RESIL-3, RESIL-6): the ladder's tunables."""
+    """``resilience`` (RESIL-1, RESIL-2, RESIL-3, RESIL-6, RESIL-9): the ladder's tunables, and
+    ``stream_rescue``."""
 
     circuit_breaker: CircuitBreakerConfig = field(default_factory=CircuitBreakerConfig)
     cooldown: CooldownConfig = field(default_factory=CooldownConfig)
     lockout: LockoutConfig = field(default_factory=LockoutConfig)
     retries: RetriesConfig = field(default_factory=RetriesConfig)
     timeouts: TimeoutsConfig = field(default_factory=TimeoutsConfig)
+    stream_rescue: StreamRescueConfig = field(default_factory=StreamRescueConfig)
 
 
 @dataclass(frozen=True, slots=True)
@@ -423,12 +442,16 @@ class Config:
     :class:`~omniroute.core.combo.ComboOptions`), an addition to the OPS-2 contract. ``source_path``
     is the file that was read, or ``None``. Config-declared objects win over stored copies with the
     same id (OPS-2). ``catalog_file`` is a catalog written by ``omniroute catalog refresh`` that
-    replaces the built-in one (PROV-2); ``None`` uses the built-in catalog.
+    replaces the built-in one (PROV-2); ``None`` uses the built-in catalog. ``retention_days``: usage
+    rows and routing decisions older than this many days are deleted by a background task;
+    ``state_max_entries`` bounds each in-process routing-state table that grows with traffic.
     """
 
     server: ServerConfig = field(default_factory=ServerConfig)
     database_url: str = DEFAULT_DATABASE_URL
     redis_url: str | None = None
+    retention_days: float = DEFAULT_RETENTION_DAYS
+    state_max_entries: int = DEFAULT_STATE_MAX_ENTRIES
     catalog_file: Path | None = None
     api_keys: tuple[ApiKeyConfig, ...] = ()
     providers: tuple[ProviderConfig, ...] = ()

@@ -13,7 +13,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from omniroute.config import (
     DATABASE_URL_SCHEMES,
@@ -46,7 +46,9 @@ from omniroute.config import (
     DEFAULT_PORT,
     DEFAULT_REQUIRE_API_KEY,
     DEFAULT_RESET_TIMEOUT_S,
+    DEFAULT_RETENTION_DAYS,
     DEFAULT_RETRIES_PER_TARGET,
+    DEFAULT_STATE_MAX_ENTRIES,
     DEFAULT_STREAM_KEEPALIVE_S,
     DEFAULT_TOTAL_TIMEOUT_S,
     DEFAULT_TTFT_TIMEOUT_S,
@@ -71,6 +73,7 @@ from omniroute.config import (
     RetriesConfig,
     SecurityConfig,
     ServerConfig,
+    StreamRescueConfig,
     TimeoutsConfig,
     UpstreamLimitsConfig,
 )
@@ -267,12 +270,22 @@ class _Timeouts(_Edge):
     total_s: Number = Field(DEFAULT_TOTAL_TIMEOUT_S, gt=0)
 
 
+class _StreamRescue(_Edge):
+    enabled: bool = True
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, value: Any) -> Any:
+        return {"enabled": value} if isinstance(value, bool) else value
+
+
 class _Resilience(_Edge):
     circuit_breaker: _CircuitBreaker | None = None
     cooldown: _Cooldown | None = None
     lockout: _Lockout | None = None
     retries: _Retries | None = None
     timeouts: _Timeouts | None = None
+    stream_rescue: _StreamRescue | None = None
 
 
 class _UpstreamLimits(_Edge):
@@ -290,6 +303,8 @@ class _Root(_Edge):
     server: _Server | None = None
     database_url: _Str | None = None
     redis_url: _Str | None = None
+    retention_days: Number = Field(DEFAULT_RETENTION_DAYS, gt=0, le=36_500)
+    state_max_entries: Int = Field(DEFAULT_STATE_MAX_ENTRIES, ge=10)
     catalog_file: _Str | None = None
     api_keys: list[_ApiKey] | None = None
     providers: list[_Provider] | None = None
@@ -421,6 +436,11 @@ def _convert(root: _Root, errors: list[tuple[str, str]]) -> Config:
         lockout=lockout,
         retries=RetriesConfig(**res.retries.model_dump()) if res.retries else RetriesConfig(),
         timeouts=TimeoutsConfig(**res.timeouts.model_dump()) if res.timeouts else TimeoutsConfig(),
+        stream_rescue=(
+            StreamRescueConfig(**res.stream_rescue.model_dump())
+            if res.stream_rescue
+            else StreamRescueConfig()
+        ),
     )
     auto = AutoConfig(**root.auto.model_dump()) if root.auto else AutoConfig()
 
@@ -428,6 +448,8 @@ def _convert(root: _Root, errors: list[tuple[str, str]]) -> Config:
         server=server,
         database_url=root.database_url or DEFAULT_DATABASE_URL,
         redis_url=root.redis_url,
+        retention_days=float(root.retention_days),
+        state_max_entries=int(root.state_max_entries),
         catalog_file=Path(root.catalog_file).expanduser() if root.catalog_file else None,
         api_keys=api_keys,
         providers=providers,

@@ -24,7 +24,7 @@ import os
 import shutil
 import tempfile
 from bisect import bisect_left
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -225,6 +225,12 @@ class Metrics(Collector):
             "Malformed upstream stream events skipped after the stream was committed.",
             ["provider"],
         )
+        self.stream_rescues = counter(
+            "omniroute_stream_rescues",
+            "Streams that failed after commit and were handed to a rescuing attempt, by the failed "
+            "provider and outcome (rescued or failed).",
+            ["provider", "outcome"],
+        )
         self.in_flight = 0
         self.state_degraded = 0
         self._mp_in_flight: Any = None
@@ -294,6 +300,9 @@ class Metrics(Collector):
             skipped = decision.extra.get("malformed_events_skipped")
             if skipped:
                 self.malformed_events.inc((provider,), skipped)
+        for rescue in decision.extra.get("stream_rescues") or ():
+            failed = str(rescue.get("failed") or "").split("/", 1)[0]
+            self.stream_rescues.inc((failed, "rescued" if rescue.get("by") else "failed"))
 
     def collect(self) -> Iterator[Metric]:
         """Metric families for the registry (called by ``generate_latest``); with several workers only
@@ -310,6 +319,7 @@ class Metrics(Collector):
             self.tokens,
             self.cost,
             self.malformed_events,
+            self.stream_rescues,
         ):
             yield c.family()
         for h in (self.latency, self.ttft, self.overhead):
@@ -324,9 +334,16 @@ class Metrics(Collector):
 
             multiprocess.mark_process_dead(os.getpid())  # type: ignore[no-untyped-call]
 
-    def render(self, snapshot: dict[str, object]) -> bytes:
+    def render(
+        self,
+        snapshot: dict[str, object],
+        state_entries: Mapping[str, int] | None = None,
+        state_evictions: Mapping[str, int] | None = None,
+    ) -> bytes:
         """The exposition text, with state gauges refreshed from a resilience snapshot
-        (``Resilience.snapshot()``)."""
+        (``Resilience.snapshot()``) and, for in-process routing state, its bounded tables: entries held
+        (``omniroute_state_entries``) and evicted since start (``omniroute_state_evictions_total``),
+        by table name."""
         breakers = snapshot.get("breakers") or {}
         assert isinstance(breakers, dict)
         breaker = GaugeMetricFamily(
@@ -348,6 +365,22 @@ class Metrics(Collector):
             GaugeMetricFamily("omniroute_model_lockouts", "Active model lockouts.", value=len(lockouts)),
             *(source() for source in self.gauge_sources),
         ]
+        if state_entries is not None:
+            entries = GaugeMetricFamily(
+                "omniroute_state_entries", "Entries of in-process routing state, by table.", labels=["table"]
+            )
+            for table, n in sorted(state_entries.items()):
+                entries.add_metric([table], n)
+            self._gauges.append(entries)
+        if state_evictions is not None:
+            evicted = CounterMetricFamily(
+                "omniroute_state_evictions",
+                "Least recently written entries evicted from a full in-process routing-state table.",
+                labels=["table"],
+            )
+            for table, n in sorted(state_evictions.items()):
+                evicted.add_metric([table], n)
+            self._gauges.append(evicted)
         if not self.multiprocess:
             return generate_latest(self.registry)
         from prometheus_client.multiprocess import MultiProcessCollector

@@ -36,12 +36,15 @@ from omniroute.errors import (
 from omniroute.resilience.hints import parse_wait_hint
 
 __all__ = [
+    "RATE_LIMIT_SCOPE",
     "RULES",
     "ErrorInfo",
     "Phase",
     "Rule",
+    "Scope",
     "classify_exception",
     "classify_http",
+    "cooldown_scope",
     "error_from_payload",
     "extract_error",
     "match_rule",
@@ -72,7 +75,9 @@ def _rx(pattern: str) -> re.Pattern[str]:
 class Rule:
     """One classification row. Every condition that is set must hold: ``statuses`` contains the HTTP
     status, ``code`` searches the provider's code/type/status strings, ``message`` searches the
-    message text (plus details). ``until_midnight`` marks daily quotas (RESIL-3)."""
+    message text (plus details). ``until_midnight`` marks daily quotas (RESIL-3); ``account`` marks a
+    quota or billing exhaustion of the whole account (credits, balance, payment), which holds back
+    every model of the connection, not just the one asked for (:func:`cooldown_scope`)."""
 
     name: str
     error: type[UpstreamError]
@@ -80,6 +85,7 @@ class Rule:
     code: re.Pattern[str] | None = None
     message: re.Pattern[str] | None = None
     until_midnight: bool = False
+    account: bool = False
 
     def matches(self, status: int, codes: str, text: str) -> bool:
         if self.statuses is not None and status not in self.statuses:
@@ -140,8 +146,9 @@ RULES: tuple[Rule, ...] = (
         "quota-code",
         QuotaExhausted,
         code=_rx(r"insufficient_quota|billing_|quota_exceeded|payment_required|insufficient_balance"),
+        account=True,
     ),
-    Rule("quota-text", QuotaExhausted, message=_QUOTA),
+    Rule("quota-text", QuotaExhausted, message=_QUOTA, account=True),
     # RESIL-5: context window exceeded (OpenAI, Anthropic, Gemini, llama.cpp, vLLM, Mistral).
     Rule("context-code", ContextOverflow, code=_rx(r"context_length_exceeded|exceed_context_size")),
     Rule("context-text", ContextOverflow, message=_CONTEXT),
@@ -164,7 +171,7 @@ RULES: tuple[Rule, ...] = (
     # RESIL-3: a 403 about access to this model locks the model, not the connection.
     Rule("model-access-403", QuotaExhausted, statuses=frozenset({403}), message=_MODEL_ACCESS),
     Rule("auth-status", AuthInvalid, statuses=frozenset({401, 403})),
-    Rule("payment-status", QuotaExhausted, statuses=frozenset({402})),
+    Rule("payment-status", QuotaExhausted, statuses=frozenset({402}), account=True),
     # RESIL-3: model not served here.
     Rule("model-code", ModelUnavailable, code=_rx(r"model_not_found|model_not_available|unsupported_model")),
     Rule("model-text", ModelUnavailable, statuses=_4XX, message=_MODEL_MISSING),
@@ -184,6 +191,38 @@ RULES: tuple[Rule, ...] = (
 """The classification table, in priority order (RESIL-5). Unmatched statuses become ServerError."""
 
 _DEFAULT_RULE = Rule("default", ServerError)
+
+Scope = Literal["model", "connection"]
+"""What a failure holds back: one model on the connection, or the whole connection (account)."""
+
+RATE_LIMIT_SCOPE: Mapping[str, tuple[Scope, str]] = {
+    # OpenAI: limits are set per model for an organization/project (the project rate-limit objects
+    # carry a `model`); a 429 on one model leaves the others' budgets untouched.
+    "openai": ("model", "https://platform.openai.com/docs/guides/rate-limits"),
+    # Gemini: RPM/TPM/RPD are applied per project and per model.
+    "gemini": ("model", "https://ai.google.dev/gemini-api/docs/rate-limits"),
+    # Anthropic: RPM and input/output token limits are set per model (class).
+    "anthropic": ("model", "https://docs.anthropic.com/en/api/rate-limits"),
+}
+"""Per upstream wire format: the scope of a rate limit (:class:`RateLimited`) and the provider
+document that says so. A format not listed (an unknown server) is cooled whole, to be safe."""
+
+
+def cooldown_scope(err: UpstreamError, provider_format: str) -> Scope:
+    """What a cooldown caused by ``err`` on a provider of ``provider_format`` holds back (RESIL-2).
+
+    A rate limit (:class:`RateLimited`, a 429 or its wordings) cools the (connection, model) pair
+    where the provider limits per model (:data:`RATE_LIMIT_SCOPE`), so the same account keeps
+    serving its other models. Everything else that cools or disables a connection is about the
+    account or the upstream as a whole: overload and hinted server errors cool the connection,
+    invalid credentials (:class:`AuthInvalid`) mark it invalid. Quota exhaustion is the lockout
+    tier's: a daily or per-model quota, or a 403 about one model, locks that model on the connection;
+    an exhausted account (credits, billing, payment: ``account_wide``) locks the whole connection."""
+    if isinstance(err, RateLimited):
+        return RATE_LIMIT_SCOPE.get(provider_format, ("connection", ""))[0]
+    if isinstance(err, QuotaExhausted) and not err.account_wide:
+        return "model"
+    return "connection"
 
 
 @dataclass(frozen=True, slots=True)
@@ -315,6 +354,8 @@ def _build(
     )
     if rule.until_midnight and isinstance(err, QuotaExhausted):
         err.until_midnight = True
+    if rule.account and isinstance(err, QuotaExhausted):
+        err.account_wide = True
     return err
 
 

@@ -2,7 +2,8 @@
 
 Owns which failures cool a connection down (rate limits, overload) or mark it invalid (auth), the
 cause text shown in exclusions, and the calls into :class:`~omniroute.state.base.RoutingState`.
-Other connections of the same provider are untouched.
+Other connections of the same provider are untouched; a rate limit the provider applies per model
+cools only that model on the connection (:func:`~omniroute.resilience.classify.cooldown_scope`).
 """
 
 from __future__ import annotations
@@ -79,12 +80,13 @@ class ConnectionCooldown:
         return change
 
     async def on_failure(
-        self, connection_id: str, provider: str, err: UpstreamError, now: float
+        self, connection_id: str, provider: str, err: UpstreamError, now: float, model: str = ""
     ) -> Change[CooldownRecord] | None:
         """RateLimited/Overloaded: cool down for the hint (capped) or the backoff; deadlines only move
         later. Any other retryable failure that carries an explicit wait hint (e.g. a 504 or 500 with
         ``Retry-After``) cools the connection for that hint, because the upstream asked for it. Every
-        cooldown but a rate limit's lasts at most ``server_error_max_s`` (RESIL-11).
+        cooldown but a rate limit's lasts at most ``server_error_max_s`` (RESIL-11). ``model`` scopes a
+        cooldown to that model on the connection (a per-model rate limit); ``""`` cools it whole.
         AuthInvalid: mark the connection invalid. Anything else: ``None`` (not this tier's)."""
         hinted = err.retryable and err.retry_after_s is not None
         if isinstance(err, RateLimited | Overloaded) or hinted:
@@ -102,6 +104,7 @@ class ConnectionCooldown:
                 max_hint_s=max_hint_s,
                 reason=cooldown_cause(err, now, max_hint_s),
                 last_error=short(err.message),
+                model=model,
             )
             return self._logged(change, now)
         if isinstance(err, AuthInvalid):
@@ -112,9 +115,12 @@ class ConnectionCooldown:
             return self._logged(change, now)
         return None
 
-    async def on_success(self, connection_id: str, now: float) -> Change[CooldownRecord]:
-        """The connection answered: clear its deadline and backoff level (RESIL-2)."""
-        return self._logged(await self.state.cooldown_success(connection_id), now)
+    async def on_success(
+        self, connection_id: str, now: float, model: str | None = None
+    ) -> Change[CooldownRecord]:
+        """The connection answered for ``model``: clear its deadline and backoff level (RESIL-2),
+        unless the cooldown holds only another model."""
+        return self._logged(await self.state.cooldown_success(connection_id, model), now)
 
     async def mark_valid(self, connection_id: str, now: float) -> Change[CooldownRecord]:
         """Credentials fixed (e.g. a token refresh succeeded): clear the invalid mark (RESIL-2)."""

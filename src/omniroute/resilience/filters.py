@@ -90,9 +90,18 @@ def exclusion(cand: Candidate, reason: str) -> ExclusionRecord:
     )
 
 
+ANY_MODEL = "*"
+"""The model of a lock that holds back every model of a connection (an exhausted account)."""
+
+
 def lock_key(cand: Candidate) -> LockKey:
     """The RESIL-3 lockout key of a candidate."""
     return LockKey(cand.provider.id, cand.connection.id, cand.model.id)
+
+
+def account_lock_key(cand: Candidate) -> LockKey:
+    """The key of a lock on every model of the candidate's connection (:data:`ANY_MODEL`)."""
+    return LockKey(cand.provider.id, cand.connection.id, ANY_MODEL)
 
 
 class BreakerFilter:
@@ -184,7 +193,7 @@ class CooldownFilter:
                 reason = "connection inactive"
             elif rec is not None and rec.invalid:
                 reason = f"credentials invalid: {rec.invalid_reason}"
-            elif rec is not None and rec.until > ctx.now and cand.provider.id not in probing:
+            elif rec is not None and rec.holds(cand.model.id, ctx.now) and cand.provider.id not in probing:
                 reason = f"{rec.reason or 'cooling down'} until {until_text(rec.until, ctx.now)}"
             elif conn.max_concurrent and inflight.get(conn.id, 0) >= conn.max_concurrent:
                 reason = f"connection at max_concurrent ({inflight[conn.id]}/{conn.max_concurrent} in flight)"
@@ -203,7 +212,7 @@ class CooldownFilter:
             c.provider.id
             for c in candidates
             if (rec := records.get(c.connection.id)) is not None
-            and rec.until > now
+            and rec.holds(c.model.id, now)
             and is_failure_cooldown(rec)
         }
         if not held:
@@ -221,12 +230,15 @@ class LockoutFilter:
         self.lockout = lockout
 
     async def __call__(self, candidates: Sequence[Candidate], ctx: LadderContext) -> FilterResult:
-        locks = await self.lockout.state.get_lockouts([lock_key(c) for c in candidates])
+        keys = [lock_key(c) for c in candidates] + [account_lock_key(c) for c in candidates]
+        locks = await self.lockout.state.get_lockouts(keys)
         if not locks:
             return FilterResult(list(candidates))
         out = FilterResult([])
         for cand in candidates:
             rec = locks.get(lock_key(cand))
+            if rec is None or rec.until <= ctx.now:
+                rec = locks.get(account_lock_key(cand))
             if rec is not None and rec.until > ctx.now:
                 until = until_text(rec.until, ctx.now)
                 reason = f"model locked on this connection: {rec.reason} until {until}"

@@ -17,14 +17,18 @@ from omniroute.errors import (
     ContentFiltered,
     ContextOverflow,
     ExclusionRecord,
+    ModelUnavailable,
+    QuotaExhausted,
     UpstreamBadRequest,
     UpstreamError,
 )
 from omniroute.resilience._fmt import iso, until_text
 from omniroute.resilience.breaker import BreakerSettings, CircuitBreaker
+from omniroute.resilience.classify import cooldown_scope
 from omniroute.resilience.cooldown import ConnectionCooldown, CooldownSettings
 from omniroute.resilience.events import DEFAULT_EVENT_LOG_SIZE, TransitionLog
 from omniroute.resilience.filters import (
+    ANY_MODEL,
     BreakerFilter,
     CooldownFilter,
     FilterResult,
@@ -33,6 +37,7 @@ from omniroute.resilience.filters import (
     LockoutFilter,
     PreCallFilter,
     ProbeFilter,
+    account_lock_key,
     exclusion,
     lock_key,
 )
@@ -150,7 +155,8 @@ class Resilience:
         breakers, cooldowns, locks = await self.state.get_ladder_records(
             (c.provider.id for c in cands),
             (c.connection.id for c in cands),
-            (LockKey(c.provider.id, c.connection.id, c.model.id) for c in cands),
+            [*(LockKey(c.provider.id, c.connection.id, c.model.id) for c in cands)]
+            + [account_lock_key(c) for c in cands],
         )
         if _quiet(cands, ctx, breakers, cooldowns, locks):
             if ctx.min_context or ctx.required_capabilities:
@@ -238,8 +244,9 @@ class Resilience:
         state = self.state
         if not state.success_is_noop(provider, conn, cand.model.id):  # else nothing to reset
             await self.breaker.on_success(provider, now)
-            await self.cooldown.on_success(conn, now)
+            await self.cooldown.on_success(conn, now, cand.model.id)
             await self.lockout.on_success(LockKey(provider, conn, cand.model.id), now)
+            await self.lockout.on_success(LockKey(provider, conn, ANY_MODEL), now)
         await state.record_sample(key, now, latency_ms=latency_ms, ok=True, ttft_ms=ttft_ms)
         if headers:
             snapshot = parse_quota_headers(headers, now)
@@ -259,16 +266,23 @@ class Resilience:
         it invalid (RESIL-2), QuotaExhausted/ModelUnavailable lock the model on the connection
         (RESIL-3). A probe that failed with a non-counted error gives its slot back. The window
         records a failure unless the request itself was at fault (bad request, context overflow,
-        content filter). ``count_breaker=False`` leaves the breaker out (a 500 held until the request
-        shows whose fault it was, :mod:`omniroute.resilience.attribution`; :meth:`count_held` counts
-        it later)."""
+        content filter). A model the provider does not know (``ModelUnavailable`` for a model its
+        catalog entry does not list: a client's typo) leaves no lockout and no window behind, so
+        made-up model names cannot grow the routing state. ``count_breaker=False`` leaves the breaker
+        out (a 500 held until the request shows whose fault it was,
+        :mod:`omniroute.resilience.attribution`; :meth:`count_held` counts it later)."""
         now = self.clock.time()
         was_probe = self._settle_probe(cand.key)
         counted = await self.breaker.on_failure(cand.provider.id, err, now) if count_breaker else None
         if counted is None and was_probe:
             await self.breaker.release_probe(cand.provider.id, now)
-        await self.cooldown.on_failure(cand.connection.id, cand.provider.id, err, now)
+        scoped = cand.model.id if cooldown_scope(err, cand.provider.format) == "model" else ""
+        await self.cooldown.on_failure(cand.connection.id, cand.provider.id, err, now, scoped)
+        if isinstance(err, ModelUnavailable) and cand.provider.model(cand.model.id) is None:
+            return
         await self.lockout.on_failure(lock_key(cand), err, now)
+        if isinstance(err, QuotaExhausted) and err.account_wide:  # the account, not one model
+            await self.lockout.on_failure(account_lock_key(cand), err, now)
         if not isinstance(err, _NOT_TARGET_FAULT):
             await self.state.record_sample(cand.key, now, latency_ms=latency_ms or 0.0, ok=False)
 
@@ -293,9 +307,12 @@ class Resilience:
 
         ``{"now", "now_iso", "breakers": {provider: {state, failures, opened_at, reset_timeout_s,
         next_probe_at, probes_in_flight, last_error}}, "cooldowns": {connection_id: {provider,
-        until, backoff_level, reason, last_error}}, "invalid": {connection_id: {provider, reason,
-        since}}, "lockouts": [{provider, connection, model, until, level, reason}], "events": [...]}``.
-        Every instant is epoch seconds with an ``*_iso`` twin (UTC).
+        until, backoff_level, reason, last_error, model, reset_at}}, "invalid": {connection_id:
+        {provider, reason, since}}, "lockouts": [{provider, connection, model, until, level, reason}],
+        "events": [...]}``.
+        Every instant is epoch seconds with an ``*_iso`` twin (UTC). A cooldown's ``reset_at`` is the
+        upstream's own reset when its hint was longer than ``cooldown.max_hint_s`` (``until`` is the
+        capped end of the cooldown), else ``None`` (RESIL-13).
         """
         now = self.clock.time()
         breakers: dict[str, Any] = {}
@@ -326,6 +343,9 @@ class Resilience:
                     "backoff_level": c.backoff_level,
                     "reason": c.reason,
                     "last_error": c.last_error,
+                    "model": c.model or None,
+                    "reset_at": c.reset_at if c.reset_at > now else None,
+                    "reset_at_iso": iso(c.reset_at) if c.reset_at > now else None,
                 }
             if c.invalid:
                 invalid[cid] = {

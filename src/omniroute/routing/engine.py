@@ -37,6 +37,7 @@ from omniroute.resilience.attribution import FaultAttribution
 from omniroute.resilience.ladder import LadderContext, Resilience
 from omniroute.resilience.redact import redact_error
 from omniroute.routing.decision import Decision
+from omniroute.routing.rescue import attach_rescue
 from omniroute.values import Candidate, ChatRequest, Usage
 from omniroute.wire.base import ProviderAdapter, StreamParser
 
@@ -45,12 +46,14 @@ from omniroute.wire.base import ProviderAdapter, StreamParser
 class RetrySettings:
     """RESIL-6 budgets: transient retries per target, attempts per request, total deadline (s), and
     the longest upstream wait hint (s) waited out in-request before retrying the same target
-    (config ``resilience.retries.max_hint_wait_s``)."""
+    (config ``resilience.retries.max_hint_wait_s``), and whether a stream that fails after commit is
+    rescued by another attempt (config ``resilience.stream_rescue``, :mod:`omniroute.routing.rescue`)."""
 
     per_target: int = 1
     max_attempts: int = 10
     total_s: float = 600.0
     max_hint_wait_s: float = 3.0
+    stream_rescue: bool = True
 
 
 class UpstreamCall(Protocol):
@@ -86,7 +89,14 @@ class StreamOutcome:
     ``skipped`` counts the malformed events dropped after commit. ``finished`` is True once nothing
     more will be read from the upstream (the done marker or the end of the body was seen): a writer
     may then send what it holds together with the end of the stream instead of flushing first
-    (PERF-4 allows it: nothing is waiting on the network)."""
+    (PERF-4 allows it: nothing is waiting on the network).
+
+    Stream rescue (RESIL-9, :mod:`omniroute.routing.rescue`): with ``rescue`` set, a failure after
+    commit asks it for a continuation attempt; it returns a new committed :class:`StreamOutcome`
+    (whose upstream, parser and candidate replace this one's, its chunks passed through ``filter``)
+    or ``None`` to end with the error. ``sent`` records what the client was sent; ``prior_usage``
+    sums the usage of the attempts before the current one; ``settled`` is True while the current
+    attempt's failure is already recorded in the ladder and the decision."""
 
     candidate: Candidate
     first: list[dict[str, Any]]
@@ -103,6 +113,11 @@ class StreamOutcome:
     completion_chars: int = 0
     rest: list[tuple[str, bytes]] = field(default_factory=list)
     skipped: int = 0
+    rescue: Callable[[StreamOutcome, UpstreamError], Awaitable[StreamOutcome | None]] | None = None
+    sent: Any = None  # rescue.Sent: what the client received (text, reasoning, tool calls)
+    filter: Any = None  # rescue.Continuation: overlap removal on a rescuing attempt's chunks
+    prior_usage: Usage | None = None
+    settled: bool = False
 
     async def finalize(self, err: UpstreamError | None, *, abandoned: bool = False) -> None:
         """Close the upstream, free the in-flight slot and, unless the client abandoned the stream,
@@ -122,11 +137,10 @@ class StreamOutcome:
         """Yield canonical chunks, one list per upstream read (``first`` and the rest of its read are
         the first list). After commit an upstream failure is raised once the chunks before it are
         yielded: :class:`StreamBroken`/:class:`Timeout`/the classified error (RESIL-9: the caller ends
-        the client stream with an error, never as complete)."""
+        the client stream with an error, never as complete) — unless ``rescue`` continues the answer
+        with another attempt, whose chunks then follow seamlessly."""
         out: list[dict[str, Any]] = []
-        for ch in self.first:
-            self._observe(ch)
-            out.append(ch)
+        self._take(self.first, out)
         events = self.rest
         while True:
             err: UpstreamError | None = None
@@ -138,37 +152,61 @@ class StreamOutcome:
                 if err is None and self.parser.done:
                     self.finished = True
                     out.extend(self._finish())
+            if self.finished and err is None and not self.saw_finish:
+                err = StreamBroken(
+                    f"{self.candidate.provider.id}: stream ended before a finish reason (truncated answer)",
+                    provider=self.candidate.provider.id,
+                )
             if out:
                 yield out
                 out = []
             if err is not None:
-                raise err
+                events = await self._recover(err, out)
+                continue
             if self.finished:
                 break
             try:
                 events = await anext(self.events)
             except StopAsyncIteration:
                 self.finished = True
-                tail = self._finish()
-                if tail:
-                    yield tail
-                break
-        if not self.saw_finish:
-            raise StreamBroken(
-                f"{self.candidate.provider.id}: stream ended before a finish reason (truncated answer)",
-                provider=self.candidate.provider.id,
-            )
+                out.extend(self._finish())
+                events = []
+            except UpstreamError as exc:
+                events = await self._recover(redact_error(exc, self.candidate.connection.secret), out)
+
+    async def _recover(self, err: UpstreamError, out: list[dict[str, Any]]) -> list[tuple[str, bytes]]:
+        """Continue after ``err`` with a rescuing attempt: its first chunks go to ``out`` and the
+        rest of its first read is returned; raises ``err`` when there is no rescue."""
+        if self.rescue is None or self.saw_finish:
+            raise err
+        new = await self.rescue(self, err)
+        if new is None:
+            raise err
+        self.resp, self.parser, self.events = new.resp, new.parser, new.events
+        self.candidate, self.release, self.upstream_ms = new.candidate, new.release, new.upstream_ms
+        self.finished, self.settled = new.finished, False
+        self._take(new.first, out)
+        return new.rest
+
+    def _take(self, chunks: list[dict[str, Any]], out: list[dict[str, Any]]) -> None:
+        if self.filter is not None:
+            chunks = self.filter.apply(chunks)
+        for ch in chunks:
+            self._observe(ch)
+            out.append(ch)
 
     def _feed(self, events: list[tuple[str, bytes]], out: list[dict[str, Any]]) -> None:
         """Parse ``events`` into ``out``; a malformed event is skipped and counted in ``skipped``
         (RESIL-9: data that is not a JSON object carries no content the client could miss)."""
-        parser, observe = self.parser, self._observe
+        parser, observe, filter_ = self.parser, self._observe, self.filter
         for ev, data in events:
             try:
                 chunks = parser.feed(ev, data)
             except MalformedEvent:
                 self.skipped += 1
                 continue
+            if filter_ is not None:
+                chunks = filter_.apply(chunks)
             for ch in chunks:
                 observe(ch)
                 out.append(ch)
@@ -183,6 +221,8 @@ class StreamOutcome:
 
     def _finish(self) -> list[dict[str, Any]]:
         out = self.parser.finish()
+        if self.filter is not None:
+            out = self.filter.apply(out)
         for ch in out:
             self._observe(ch)
         return out
@@ -190,7 +230,10 @@ class StreamOutcome:
     def _observe(self, ch: dict[str, Any]) -> None:
         u = ch.get("usage")
         if u:
-            self.usage = Usage.from_openai(u)
+            got = Usage.from_openai(u)
+            self.usage = got if self.prior_usage is None or got is None else self.prior_usage + got
+        if self.sent is not None:
+            self.sent.observe(ch)
         for c in ch.get("choices") or ():
             if c.get("finish_reason"):
                 self.saw_finish = True
@@ -202,10 +245,12 @@ class StreamOutcome:
 
     def final_usage(self, prompt_tokens_estimate: int) -> Usage:
         """The upstream's usage, or an estimate (prompt estimate, completion ≈ chars / 4) when the
-        upstream sent none, so spend is recorded either way (RESIL-9)."""
+        upstream sent none, so spend is recorded either way (RESIL-9); after a rescue, the sum over
+        every attempt."""
         if self.usage is not None:
             return self.usage
-        return Usage(prompt_tokens=prompt_tokens_estimate, completion_tokens=(self.completion_chars + 3) // 4)
+        est = Usage(prompt_tokens=prompt_tokens_estimate, completion_tokens=(self.completion_chars + 3) // 4)
+        return est if self.prior_usage is None else self.prior_usage + est
 
     def close(self) -> None:
         self.resp.close()
@@ -229,7 +274,7 @@ _GATEWAY_CREDS = frozenset({401, 403, 407})
 
 
 @dataclass(slots=True)
-class _Budget:
+class Budget:
     """RESIL-6 budgets of one request: attempt cap, transient retries per target, total deadline
     (``clock.monotonic()`` seconds), longest hint waited out in-request (seconds)."""
 
@@ -266,7 +311,8 @@ class Engine:
     ``adapters`` maps a wire format (``openai``, ``anthropic``, ``gemini``) to its adapter; ``clock``
     (the gateway's, shared with the ladder) times the budget, the retry waits and the latencies. The
     upstream client's socket timeouts, and the TTFT timer around the first stream events, run on the
-    event loop's real time: they guard a real socket.
+    event loop's real time: they guard a real socket. ``rejects_prefill`` remembers the targets that
+    refused a stream rescue's assistant prefill (:mod:`omniroute.routing.rescue`).
     """
 
     def __init__(
@@ -285,6 +331,7 @@ class Engine:
         self.adapters = adapters
         self.retries = retries
         self.timeouts = timeouts
+        self.rejects_prefill: set[str] = set()  # candidate keys that refused a rescue's prefill
 
     async def run(
         self,
@@ -315,7 +362,7 @@ class Engine:
         if result.exclusions:
             decision.exclusions.extend(result.exclusions)
         retries = self.retries
-        budget = _Budget(
+        budget = Budget(
             retries.max_attempts if max_attempts is None else max_attempts,
             retries.per_target if per_target is None else per_target,
             clock.monotonic() + retries.total_s,
@@ -333,7 +380,7 @@ class Engine:
             return out
         raise await self.exhausted(candidates, errors, decision)
 
-    async def _count_held(self, budget: _Budget) -> None:
+    async def _count_held(self, budget: Budget) -> None:
         """Count the request's held 500s against their breakers unless the request was shown at fault
         (:mod:`omniroute.resilience.attribution`)."""
         for cand, err in budget.faults.release():
@@ -345,7 +392,7 @@ class Engine:
         req: ChatRequest,
         decision: Decision,
         ctx: LadderContext,
-        budget: _Budget,
+        budget: Budget,
         errors: list[UpstreamError],
         on_success: Callable[[Candidate], Any] | None,
         prepare: Callable[[Candidate, ChatRequest], ChatRequest] | None,
@@ -365,7 +412,7 @@ class Engine:
                     continue
             try:
                 cand_req = prepare(cand, req) if prepare is not None else req
-                out = await self._try_candidate(cand, cand_req, decision, ctx, budget, errors, call)
+                out = await self.try_candidate(cand, cand_req, decision, ctx, budget, errors, call)
             except BaseException:
                 await self._release(survivors[idx + 1 :])
                 raise
@@ -380,6 +427,8 @@ class Engine:
                     await _call_hook(on_success, cand)
             else:
                 out.on_done.append(self._stream_done_hook(on_success, decision))
+                if self.retries.stream_rescue:
+                    attach_rescue(self, out, req, survivors[idx:], decision, ctx, budget, errors, prepare)
             return out
         return None
 
@@ -402,13 +451,13 @@ class Engine:
             return await self.resilience.recheck(cand, self.clock.time())
         return None
 
-    async def _try_candidate(
+    async def try_candidate(
         self,
         cand: Candidate,
         req: ChatRequest,
         decision: Decision,
         ctx: LadderContext,
-        budget: _Budget,
+        budget: Budget,
         errors: list[UpstreamError],
         call: UpstreamCall | None = None,
     ) -> Outcome | StreamOutcome | None:
@@ -485,28 +534,32 @@ class Engine:
         async def done(so: StreamOutcome, err: UpstreamError | None) -> None:
             if so.skipped:
                 decision.extra["malformed_events_skipped"] = so.skipped
-            if err is not None and decision.attempts:
-                # The committed attempt failed after all: the decision says so (OBS-2, RESIL-9).
-                a = decision.attempts[-1]
-                decision.attempts[-1] = AttemptRecord(
-                    a.provider,
-                    a.model,
-                    a.connection,
-                    err.upstream_status or err.status,
-                    f"stream failed after commit: {err.message}",
-                    a.latency_ms,
-                    a.started_s,
-                )
-                decision.extra["stream_error"] = err.message
             if err is None:
                 await self.resilience.record_success(
                     so.candidate, so.upstream_ms, so.ttft_ms, so.resp.headers
                 )
                 await _call_hook(on_success, so.candidate)
-            else:
-                await self.resilience.record_failure(so.candidate, err)
+            elif not so.settled:
+                await self.stream_failed(so.candidate, err, decision)
 
         return done
+
+    async def stream_failed(self, cand: Candidate, err: UpstreamError, decision: Decision) -> None:
+        """Record a committed stream's failure: the last attempt of ``decision`` says so (OBS-2,
+        RESIL-9) and the ladder counts it against ``cand``."""
+        if decision.attempts:
+            a = decision.attempts[-1]
+            decision.attempts[-1] = AttemptRecord(
+                a.provider,
+                a.model,
+                a.connection,
+                err.upstream_status or err.status,
+                f"stream failed after commit: {err.message}",
+                a.latency_ms,
+                a.started_s,
+            )
+        decision.extra["stream_error"] = err.message
+        await self.resilience.record_failure(cand, err)
 
     async def _release(self, rest: Sequence[Candidate]) -> None:
         """Give back probe slots claimed for candidates that will not be attempted."""

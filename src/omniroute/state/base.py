@@ -184,9 +184,10 @@ class RoutingState(StatePrimitives):
         max_hint_s: float,
         reason: str,
         last_error: str,
+        model: str = "",
     ) -> Change[CooldownRecord]:
-        """Cool the connection down (:func:`~omniroute.state.transitions.cooldown_on_limit`);
-        the deadline only moves later."""
+        """Cool the connection down, or only ``model`` on it
+        (:func:`~omniroute.state.transitions.cooldown_on_limit`); the deadline only moves later."""
 
         def rule(rec: CooldownRecord) -> CooldownRecord:
             return t.cooldown_on_limit(
@@ -199,13 +200,15 @@ class RoutingState(StatePrimitives):
                 max_hint_s=max_hint_s,
                 reason=reason,
                 last_error=last_error,
+                model=model,
             )
 
         return await self._cooldown(connection_id, rule)
 
-    async def cooldown_success(self, connection_id: str) -> Change[CooldownRecord]:
-        """Clear deadline and backoff level after a success (the ``invalid`` mark stays)."""
-        return await self._cooldown(connection_id, t.cooldown_on_success)
+    async def cooldown_success(self, connection_id: str, model: str | None = None) -> Change[CooldownRecord]:
+        """Clear deadline and backoff level after a success of ``model`` (the ``invalid`` mark stays;
+        a cooldown that holds another model stays)."""
+        return await self._cooldown(connection_id, lambda rec: t.cooldown_on_success(rec, model))
 
     async def mark_invalid(
         self, connection_id: str, now: float, *, provider: str, reason: str
@@ -320,9 +323,12 @@ class RoutingState(StatePrimitives):
         if rb is not None and (rb.failures or rb.state is not _CLOSED):
             return False
         rc = cooldowns.get(connection_id)
-        if rc is not None and t.cooldown_on_success(rc) is not rc:
+        if rc is not None and t.cooldown_on_success(rc, model) is not rc:
             return False
-        return not locks or LockKey(provider, connection_id, model) not in locks
+        return not locks or (
+            LockKey(provider, connection_id, model) not in locks
+            and LockKey(provider, connection_id, "*") not in locks
+        )
 
     # -- quota snapshots -----------------------------------------------------------------------
     async def set_quota(self, connection_id: str, snapshot: QuotaSnapshot) -> None:

@@ -107,7 +107,11 @@ class CooldownRecord:
 
     ``until`` is ``rate_limited_until`` (epoch s, 0 = none); ``reason`` names the cause of the
     current deadline (e.g. ``rate limited (429)``); ``invalid`` marks dead credentials with
-    ``invalid_reason`` since ``invalid_since``; ``last_error`` is the last failure text recorded.
+    ``invalid_reason`` since ``invalid_since``; ``last_error`` is the last failure text recorded;
+    ``reset_at`` (epoch s, 0 = none) is the upstream's own reset when its wait hint was longer than
+    the cooldown cap, so ``until`` is earlier than the real reset (RESIL-13); ``model`` names the one
+    model the cooldown holds back when it was caused by a rate limit scoped to a model
+    (:func:`omniroute.resilience.classify.cooldown_scope`), ``""`` when it holds the whole connection.
     """
 
     connection_id: str
@@ -119,6 +123,12 @@ class CooldownRecord:
     invalid_reason: str = ""
     invalid_since: float = 0.0
     last_error: str = ""
+    reset_at: float = 0.0
+    model: str = ""
+
+    def holds(self, model: str, now: float) -> bool:
+        """True while the cooldown holds back ``model`` on this connection at ``now`` (epoch s)."""
+        return self.until > now and (not self.model or self.model == model)
 
     def cooling(self, now: float) -> bool:
         """True while ``until`` is in the future."""
@@ -144,6 +154,8 @@ class CooldownRecord:
             invalid_reason=str(d.get("invalid_reason", "")),
             invalid_since=float(d.get("invalid_since", 0.0)),
             last_error=str(d.get("last_error", "")),
+            reset_at=float(d.get("reset_at", 0.0)),
+            model=str(d.get("model", "")),
         )
 
 

@@ -129,33 +129,53 @@ def cooldown_on_limit(
     max_hint_s: float,
     reason: str,
     last_error: str,
+    model: str = "",
 ) -> CooldownRecord:
     """A 429/503/rate-limit/overloaded failure on this connection (RESIL-2).
 
+    ``model`` scopes the cooldown to one model (a rate limit the provider applies per model);
+    ``""`` holds the whole connection. A cooldown already holding another model, or the whole
+    connection, is widened to the whole connection rather than narrowed.
+
     wait = ``min(hint_s, max_hint_s)`` when the upstream gave a hint, else
     ``min(base_s·2^backoff_level, max_s)`` and the level goes up by one. The deadline only moves
-    later: ``until = max(until, now + wait)``; ``reason`` follows the deadline that wins.
+    later: ``until = max(until, now + wait)``; ``reason`` follows the deadline that wins. A hint longer
+    than ``max_hint_s`` keeps the upstream's real reset in ``reset_at`` (RESIL-13).
     """
     level = rec.backoff_level
+    reset_at = rec.reset_at
     if hint_s is not None:
         wait = min(max(hint_s, 0.0), max_hint_s)
+        if hint_s > max_hint_s:
+            reset_at = max(reset_at, now + hint_s)
     else:
         wait = min(base_s * 2 ** min(level, _MAX_EXPONENT), max_s)
         level += 1
     deadline = now + wait
+    scope = model if rec.until <= now or rec.model == model else ""
     if deadline > rec.until:
         return replace(
-            rec, provider=provider, until=deadline, backoff_level=level, reason=reason, last_error=last_error
+            rec,
+            provider=provider,
+            until=deadline,
+            backoff_level=level,
+            reason=reason,
+            last_error=last_error,
+            reset_at=reset_at,
+            model=scope,
         )
-    return replace(rec, provider=provider, backoff_level=level, last_error=last_error)
+    return replace(rec, provider=provider, backoff_level=level, last_error=last_error, model=scope)
 
 
-def cooldown_on_success(rec: CooldownRecord) -> CooldownRecord:
+def cooldown_on_success(rec: CooldownRecord, model: str | None = None) -> CooldownRecord:
     """A success proves the connection works (RESIL-2): clear the deadline and the backoff level.
-    An ``invalid`` mark stays until an operator reset or a token refresh (:func:`cooldown_on_valid`)."""
-    if rec.until == 0.0 and rec.backoff_level == 0 and not rec.reason:
+    An ``invalid`` mark stays until an operator reset or a token refresh (:func:`cooldown_on_valid`).
+    A success of another ``model`` than the one a model-scoped cooldown holds changes nothing."""
+    if rec.model and model is not None and model != rec.model:
         return rec
-    return replace(rec, until=0.0, backoff_level=0, reason="")
+    if rec.until == 0.0 and rec.backoff_level == 0 and not rec.reason and not rec.reset_at:
+        return rec
+    return replace(rec, until=0.0, backoff_level=0, reason="", reset_at=0.0, model="")
 
 
 def cooldown_on_invalid(rec: CooldownRecord, now: float, *, provider: str, reason: str) -> CooldownRecord:

@@ -217,6 +217,8 @@ class UsageRow(Base):
     cache_write_1h_tokens: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     reasoning_tokens: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     price_unknown: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    # Added by migration 0005: a stream finished by a rescuing attempt after a failure (RESIL-9).
+    rescued: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
 
 class RoutingDecisionRow(Base):

@@ -24,6 +24,7 @@ from omniroute.testing.faults import (
     signature_for,
     text_of,
     tool_result_after,
+    turn_texts,
 )
 
 _STOP: dict[Finish, str] = {"stop": "end_turn", "length": "max_tokens", "tool": "tool_use"}
@@ -73,6 +74,8 @@ class AnthropicRenderer:
             max_tokens=positive_int(body.get("max_tokens")),
             tool_result=tool_result_after(messages, "assistant", _tool_results),
             thinking=isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive"),
+            prefill=_turns(messages)[0],
+            cut_text=_turns(messages)[1],
         )
 
     def error_body(self, status: int, message: str) -> dict[str, Any]:
@@ -203,3 +206,12 @@ def _usage(reply: Reply, output_tokens: int) -> dict[str, Any]:
             "ephemeral_1h_input_tokens": reply.cache_write_1h,
         }
     return usage
+
+
+def _turns(messages: list[Any]) -> tuple[str | None, str | None]:
+    """``prefill`` and ``cut_text`` of the conversation (`omniroute.testing.faults.turn_texts`)."""
+    return turn_texts(
+        messages,
+        lambda m: m.get("role") if isinstance(m, dict) else None,
+        lambda m: text_of(m.get("content")) if isinstance(m, dict) else "",
+    )

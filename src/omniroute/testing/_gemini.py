@@ -24,6 +24,7 @@ from omniroute.testing.faults import (
     strings_of,
     text_of,
     tool_result_after,
+    turn_texts,
 )
 
 _FINISH: dict[Finish, str] = {"stop": "STOP", "length": "MAX_TOKENS", "tool": "STOP"}
@@ -74,6 +75,8 @@ class GeminiRenderer:
             stream=stream,
             max_tokens=positive_int(config.get("maxOutputTokens")) if isinstance(config, dict) else None,
             tool_result=tool_result_after(contents, "model", _function_responses),
+            prefill=_turns(contents)[0],
+            cut_text=_turns(contents)[1],
         )
 
     def error_body(self, status: int, message: str) -> dict[str, Any]:
@@ -172,3 +175,13 @@ def _response(
     body["modelVersion"] = reply.model
     body["responseId"] = reply.id
     return body
+
+
+def _turns(contents: list[Any]) -> tuple[str | None, str | None]:
+    """``prefill`` and ``cut_text`` of the conversation (`omniroute.testing.faults.turn_texts`);
+    Gemini's ``model`` role is the assistant's."""
+    return turn_texts(
+        contents,
+        lambda c: ("assistant" if c.get("role") == "model" else "user") if isinstance(c, dict) else None,
+        lambda c: text_of(_parts(c)),
+    )

@@ -25,6 +25,7 @@ from omniroute.testing.faults import (
     positive_int,
     text_of,
     tool_result_after,
+    turn_texts,
 )
 
 EMBEDDING_DIMENSIONS = 8
@@ -71,6 +72,8 @@ class OpenAIRenderer:
             max_tokens=positive_int(body.get("max_completion_tokens"))
             or positive_int(body.get("max_tokens")),
             tool_result=tool_result_after(messages, "assistant", _tool_message_text),
+            prefill=_turns(messages)[0],
+            cut_text=_turns(messages)[1],
         )
 
     def error_body(self, status: int, message: str) -> dict[str, Any]:
@@ -235,3 +238,12 @@ def _vector(text: str, dimensions: int) -> list[float]:
     raw = [int.from_bytes(digest[i : i + 4], "little") / 2**31 - 1.0 for i in range(0, len(digest), 4)]
     norm = math.sqrt(sum(value * value for value in raw)) or 1.0
     return [value / norm for value in raw]
+
+
+def _turns(messages: list[Any]) -> tuple[str | None, str | None]:
+    """``prefill`` and ``cut_text`` of the conversation (`omniroute.testing.faults.turn_texts`)."""
+    return turn_texts(
+        messages,
+        lambda m: m.get("role") if isinstance(m, dict) else None,
+        lambda m: text_of(m.get("content")) if isinstance(m, dict) else "",
+    )

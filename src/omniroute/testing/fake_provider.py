@@ -60,6 +60,9 @@ argument fragment (the SPEC RESIL-9 commit point); the "preamble" is what comes 
 | ``reasoning`` | a reasoning delta before the answer (OpenAI ``delta.reasoning_content``, Anthropic thinking block with ``thinking_delta`` + ``signature_delta``, Gemini part with ``thought: true``); the signature is derived from the thinking text (``faults.signature_for``), and Gemini function calls then carry a ``thoughtSignature`` |
 | ``call-NAME`` | an agent's tool turn: while no tool result follows the last assistant turn, answer with one call to tool NAME (whether or not the request declares it); once results are there, answer ``Tool result: {their text}`` (first 200 characters, whitespace collapsed; ``answer-TEXT`` wins); NAME is ``%XX``-decoded |
 | ``args-JSON`` | the arguments of the ``call-NAME`` call, ``%XX``-decoded JSON text (``urllib.parse.quote(json, safe="")``; ``_`` stays ``_``); default ``{}`` |
+| ``faults-times-K`` | the stream faults (``error-event``, ``error-after-K``, ``cut-after-K``, ``stall-after-K``, ``malformed-at-K``) act only on the first K calls for this exact model name, later calls answer whole (per-provider counter, cleared by `reset`) |
+| ``no-prefill`` | refuse a conversation that ends with an assistant turn (a prefill) with 400 "This model does not support assistant message prefill. …", as models without prefill support do |
+| ``continue`` | a request that carries part of the answer is answered with the rest: after a final assistant turn (prefill) that begins the answer, the text after it (as Anthropic continues a prefill); after such an assistant turn and a user turn asking to go on, the text from the start of its last word on (repeating that word, as models asked in words often do) |
 | ``strict`` | refuse what strict real providers refuse in replayed conversations with a 400 in the format's shape: unknown OpenAI message keys, tool-call ids over 40 characters, Anthropic ids off ``^[a-zA-Z0-9_-]+$``, thinking blocks whose signature is not the one issued for their text or missing before a final ``tool_use`` with thinking on, Gemini calls of the current turn without their ``thoughtSignature`` (rules and wording: `omniroute.testing.strict`). As real models do, it also answers an Anthropic request with thinking on with a signed thinking block first, and Gemini function calls carry a ``thoughtSignature`` |
 
 Shapes. Error bodies: OpenAI ``{"error": {message, type, param, code}}`` (401 ``invalid_api_key``,
@@ -97,7 +100,6 @@ import time
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from http import HTTPStatus
 from types import TracebackType
 from typing import Any, Literal, NoReturn, Protocol, TypeVar
 
@@ -110,15 +112,20 @@ from omniroute.testing._openai import OpenAIRenderer
 from omniroute.testing.faults import (
     DEFAULT_TOOL_NAME,
     MALFORMED_DATA,
+    PREFILL_REFUSED,
     Behaviour,
     Event,
     Prompt,
     Reply,
     ToolCall,
+    continued,
     count_words,
+    default_message,
+    padding,
     parse_behaviour,
     stream_script,
     text_of,
+    without_stream_faults,
 )
 from omniroute.testing.strict import violation
 
@@ -129,7 +136,6 @@ ERROR_EVENT_MESSAGE = "Overloaded"
 CUT_FLUSH_WAIT_S = 0.2  # let already-written chunks leave the socket before the abort
 THREAD_TIMEOUT_S = 10.0
 TOOL_RESULT_ECHO_CHARS = 200  # ``call-NAME``: how much of the tool result the follow-up answer repeats
-_EXTRA_PHRASES = {529: "Overloaded"}
 _T = TypeVar("_T")
 
 
@@ -202,6 +208,7 @@ class FakeProvider:
         self._port: int | None = None
         self._overrides: dict[str, str] = {}
         self._fail_counts: dict[str, int] = {}
+        self._fault_counts: dict[str, int] = {}
         self._sequence = 0
         self._runner: web.AppRunner | None = None
         self._handlers: set[asyncio.Task[Any]] = set()
@@ -291,6 +298,7 @@ class FakeProvider:
         self.cancelled = 0
         self.cancel_times.clear()
         self._fail_counts.clear()
+        self._fault_counts.clear()
 
     def set_behaviour(self, model: str, spec: str) -> None:
         """Make requests for ``model`` (``*``: every model) behave as the grammar ``spec``; ``""`` answers."""
@@ -444,13 +452,18 @@ class FakeProvider:
         if behaviour.fail_status is not None:
             count = self._fail_counts[model] = self._fail_counts.get(model, 0) + 1
             if behaviour.fail_times is None or count <= behaviour.fail_times:
-                message = behaviour.message or _default_message(behaviour.fail_status, self.name)
+                message = behaviour.message or default_message(behaviour.fail_status, self.name)
                 return self._error(renderer, behaviour.fail_status, message, behaviour)
         if behaviour.context_limit is not None and prompt.words > behaviour.context_limit:
             payload = renderer.context_error(behaviour.context_limit, prompt.words)
             return web.json_response(payload, status=400, headers=self._headers(), dumps=_dumps)
         if behaviour.strict and not embeddings and (refused := violation(fmt, body)) is not None:
             return self._error(renderer, 400, refused)
+        if behaviour.no_prefill and prompt.prefill is not None:
+            return self._error(renderer, 400, PREFILL_REFUSED)
+        if behaviour.fault_times is not None:
+            count = self._fault_counts[model] = self._fault_counts.get(model, 0) + 1
+            behaviour = behaviour if count <= behaviour.fault_times else without_stream_faults(behaviour)
         if embeddings:
             return await self._complete(request, live, self._openai.embeddings(body, model), behaviour)
         reply = self._reply(prompt, behaviour)
@@ -486,7 +499,7 @@ class FakeProvider:
         resp.content_type = "application/json"
         await resp.prepare(request)
         squeeze = zlib.compressobj(wbits=31) if gzip else None  # 31: the gzip container
-        pieces = [b'{"x_pad": "', *_padding(size * 1024 * 1024), b'", ' + data[1:]]
+        pieces = [b'{"x_pad": "', *padding(size * 1024 * 1024), b'", ' + data[1:]]
         for piece in pieces:
             out = squeeze.compress(piece) if squeeze else piece
             if out:
@@ -504,7 +517,7 @@ class FakeProvider:
         resp = live.resp = web.StreamResponse(headers=headers)
         await resp.prepare(request)
         if behaviour.huge_event_mb is not None:
-            for piece in [b'data: {"x_pad": "', *_padding(behaviour.huge_event_mb * 1024 * 1024), b'"}\n\n']:
+            for piece in [b'data: {"x_pad": "', *padding(behaviour.huge_event_mb * 1024 * 1024), b'"}\n\n']:
                 await resp.write(piece)
         for step in stream_script(renderer.stream(reply), behaviour):
             if step.kind == "send" and step.event is not None:
@@ -541,6 +554,8 @@ class FakeProvider:
             text = prompt.last_user_text.split("echo:", 1)[1].strip()
         if behaviour.answer is not None:
             text = behaviour.answer
+        if behaviour.continue_answer:
+            text = continued(text, prompt)
         calls: tuple[ToolCall, ...] = ()
         if behaviour.call_name is not None:
             if prompt.tool_result is None:
@@ -761,13 +776,6 @@ def _frame(event: Event, stamp: bool) -> bytes:
     return head + b"data: " + payload + b"\n\n"
 
 
-def _padding(size: int, piece: int = 64 * 1024) -> list[bytes]:
-    """``size`` bytes of ``a`` in pieces of at most ``piece`` bytes (one shared buffer)."""
-    full, rest = divmod(size, piece)
-    block = b"a" * piece
-    return [block] * full + ([block[:rest]] if rest else [])
-
-
 def _sent_key(request: web.Request) -> str:
     """The API key a request carried, in any of the three formats' places ("" when none)."""
     bearer = request.headers.get("Authorization", "")
@@ -782,14 +790,6 @@ def _sent_key(request: web.Request) -> str:
 
 def _dumps(value: Any) -> str:
     return orjson.dumps(value).decode()
-
-
-def _default_message(status: int, name: str) -> str:
-    try:
-        phrase = HTTPStatus(status).phrase
-    except ValueError:
-        phrase = _EXTRA_PHRASES.get(status, "Error")
-    return f"{phrase} (fake provider {name!r})"
 
 
 async def _forever() -> NoReturn:

@@ -22,6 +22,7 @@ import re
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from http import HTTPStatus
 from typing import Any, Literal
 
 DEFAULT_CHUNKS = 5
@@ -76,6 +77,9 @@ class Behaviour:
     call_name: str | None = None
     call_arguments: str = "{}"
     strict: bool = False
+    fault_times: int | None = None  # None: stream faults on every call
+    no_prefill: bool = False
+    continue_answer: bool = False
 
 
 _INT = r"(\d{1,9})"
@@ -101,6 +105,7 @@ _INT_DIRECTIVES: dict[str, re.Pattern[str]] = {
     "cache_read": re.compile(rf"cache-read-{_INT}"),
     "cache_write": re.compile(rf"cache-write-{_INT}"),
     "cache_write_1h": re.compile(rf"cache-write-1h-{_INT}"),
+    "fault_times": re.compile(rf"faults-times-{_INT}"),
 }
 _FLAG_DIRECTIVES: dict[str, tuple[str, object]] = {
     "error-event": ("error_event", True),
@@ -115,6 +120,8 @@ _FLAG_DIRECTIVES: dict[str, tuple[str, object]] = {
     "reasoning": ("reasoning", True),
     "echo-key": ("echo_key", True),
     "strict": ("strict", True),
+    "no-prefill": ("no_prefill", True),
+    "continue": ("continue_answer", True),
 }
 
 
@@ -163,7 +170,10 @@ class Prompt:
     """What the fake reads from a request body, whatever its wire format.
 
     ``words`` counts whitespace-separated words over system text and every message (min 1);
-    ``max_tokens`` is the request's output cap, ``None`` when absent; ``tool_result`` is the text of
+    ``max_tokens`` is the request's output cap, ``None`` when absent; ``prefill`` is the text of a
+    final assistant turn (``None`` when the conversation ends otherwise); ``cut_text`` the text of an
+    assistant turn followed only by the last user turn (how a client asks in words to continue a
+    cut-off answer); ``tool_result`` is the text of
     the tool results sent after the last assistant turn (``None`` when there are none: the model has
     not called a tool yet in this turn); ``thinking`` is whether an Anthropic request turned extended
     thinking on.
@@ -178,6 +188,8 @@ class Prompt:
     max_tokens: int | None = None
     tool_result: str | None = None
     thinking: bool = False
+    prefill: str | None = None
+    cut_text: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,6 +298,50 @@ def tool_result_after(
     return " ".join(found) if found else None
 
 
+PREFILL_REFUSED = (
+    "This model does not support assistant message prefill. The conversation must end with a user message."
+)
+"""The ``no-prefill`` 400 message (Anthropic's wording for models that refuse a final assistant turn)."""
+
+STREAM_FAULTS = ("error_event", "error_after", "cut_after", "stall_after", "malformed_at")
+"""The `Behaviour` fields that ``faults-times-K`` limits to the first K calls."""
+
+
+def without_stream_faults(behaviour: Behaviour) -> Behaviour:
+    """``behaviour`` with its stream faults off (``faults-times-K`` after the K-th call)."""
+    return replace(
+        behaviour, error_event=False, error_after=None, cut_after=None, stall_after=None, malformed_at=None
+    )
+
+
+def turn_texts(
+    items: Sequence[object], role_of: Callable[[object], str | None], text: Callable[[object], str]
+) -> tuple[str | None, str | None]:
+    """``(prefill, cut_text)`` of a conversation (`Prompt`): the last turn's text when it is an
+    assistant's, and the text of an assistant turn followed only by one user turn."""
+    roles = [role_of(item) for item in items]
+    if roles and roles[-1] == "assistant":
+        return text(items[-1]), None
+    if len(roles) >= 2 and roles[-1] == "user" and roles[-2] == "assistant":
+        return None, text(items[-2])
+    return None, None
+
+
+def continued(answer: str, prompt: Prompt) -> str:
+    """The ``continue`` directive: what is left of ``answer`` after a partial copy of it in the
+    request. After a prefill (final assistant turn) that begins the answer: the rest, as Anthropic
+    continues a prefill. After a cut-off assistant turn and a user turn asking to go on: the rest
+    from the start of the partial copy's last word, repeating it as models asked in words often do.
+    Otherwise the whole answer."""
+    if prompt.prefill is not None and prompt.prefill and answer.startswith(prompt.prefill):
+        return answer[len(prompt.prefill) :]
+    partial = (prompt.cut_text or "").rstrip()
+    if partial and answer.startswith(partial):
+        start = partial.rfind(" ") + 1
+        return answer[start:]
+    return answer
+
+
 def count_words(text: str) -> int:
     """The fake tokenizer: whitespace-separated words."""
     return len(text.split())
@@ -373,3 +429,22 @@ def _position_after(events: Sequence[Event], count: int) -> int:
     if count <= 0:
         return content_indexes[0]
     return content_indexes[min(count, len(content_indexes)) - 1] + 1
+
+
+_EXTRA_PHRASES = {529: "Overloaded"}
+
+
+def default_message(status: int, name: str) -> str:
+    """The message of a ``fail-STATUS`` reply without ``msg-TEXT``: the status phrase and the fake's name."""
+    try:
+        phrase = HTTPStatus(status).phrase
+    except ValueError:
+        phrase = _EXTRA_PHRASES.get(status, "Error")
+    return f"{phrase} (fake provider {name!r})"
+
+
+def padding(size: int, piece: int = 64 * 1024) -> list[bytes]:
+    """``size`` bytes of ``a`` in pieces of at most ``piece`` bytes (one shared buffer)."""
+    full, rest = divmod(size, piece)
+    block = b"a" * piece
+    return [block] * full + ([block[:rest]] if rest else [])

@@ -81,7 +81,7 @@ async def reachability(gw: Gateway, pool: list[Candidate], excluded: set[str]) -
         if seen is BreakerState.OPEN:
             reasons.append(f"circuit open until {iso(b.next_probe_at)}")
         cooldown = None
-        if cd is not None and cd.until > now:
+        if cd is not None and cd.holds(c.model.id, now):
             cooldown = {"until": cd.until, "until_iso": iso(cd.until), "reason": cd.reason}
             reasons.append(f"{cd.reason or 'cooling down'} until {iso(cd.until)}")
         if cd is not None and cd.invalid:

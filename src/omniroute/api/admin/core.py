@@ -17,6 +17,7 @@ from omniroute.api.hosts import check_management_request
 from omniroute.config import ConfigError
 from omniroute.errors import AuthenticationFailed, GatewayError, InvalidRequest
 from omniroute.gateway import Gateway
+from omniroute.state.memory import memory_state_of
 
 router = APIRouter()
 log = logging.getLogger("omniroute.api")
@@ -155,12 +156,18 @@ def require_metrics_access(request: Request, gw: Annotated[Gateway, Depends(gate
 @router.get("/metrics", tags=["health"], response_class=Response)
 async def metrics(gw: Annotated[Gateway, Depends(require_metrics_access)]) -> Response:
     """Prometheus exposition (OBS-3): requests, attempts, fallbacks, breaker state per provider,
-    cooldowns, lockouts, latency/TTFT/overhead histograms, tokens and cost, requests in flight and
-    whether the shared routing state is degraded; summed over workers under ``--workers N``. Who may
-    read it is ``server.metrics_auth`` (the admin key, or loopback without one, by default)."""
+    cooldowns, lockouts, latency/TTFT/overhead histograms, tokens and cost, requests in flight,
+    whether the shared routing state is degraded and the in-process state tables' sizes; summed over
+    workers under ``--workers N``. Who may read it is ``server.metrics_auth`` (the admin key, or
+    loopback without one, by default)."""
     if gw.store is not None:
         gw.metrics.set_state_degraded(not await gw.state_ready())
-    body = gw.metrics.render(await gw.resilience.snapshot())
+    local = memory_state_of(gw.state)
+    body = gw.metrics.render(
+        await gw.resilience.snapshot(),
+        state_entries=local.entry_counts() if local is not None else None,
+        state_evictions=local.evictions if local is not None else None,
+    )
     return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")
 
 

@@ -22,6 +22,20 @@ deployments (or test runs) sharing a Redis; it comes from the ``prefix`` argumen
 query parameter of the URL (``redis://host:6379/0?prefix=blue``, removed before connecting), else the
 environment variable ``OMNIROUTE_REDIS_PREFIX``, else ``default``.
 
+Every key that grows with traffic expires (Redis ``PEXPIRE``, measured in Redis time; it only
+garbage-collects — the records' own deadlines stay on the injected clock):
+
+* a lockout record ``until`` its end plus :data:`RECORD_GRACE_S` (a day: the escalation level is
+  remembered that long after the lockout ends); a cooldown likewise, except an invalid-credentials
+  mark, which lasts until an operator fixes the connection (one per connection, so bounded);
+* a latency/error window :data:`WINDOW_HORIZON_S` (7 days) after its last sample;
+* a counter :data:`COUNTER_HORIZON_S` (35 days: longer than any fixed quota window of a month) after
+  its last increment.
+
+Breakers (one per provider) and quota snapshots (one per connection) are bounded by the
+configuration. The per-kind index sets are pruned of ids whose record expired on every scan and
+every :data:`INDEX_PRUNE_EVERY` record writes of this process.
+
 In-flight counts are kept per replica (``inflight:<replica_id>`` hashes whose TTL every update
 renews) and summed on read, so a replica that dies with attempts in flight stops counting after
 :data:`INFLIGHT_TTL_S` instead of wedging ``max_concurrent`` (PROV-3) forever.
@@ -49,21 +63,26 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from omniroute.clock import Clock, SystemClock
 from omniroute.state.base import RoutingState
-from omniroute.state.primitives import Kind, Query
+from omniroute.state.primitives import COOLDOWN, LOCKOUT, Kind, Query
 from omniroute.state.records import WindowStats
 from omniroute.state.redis import scripts
 from omniroute.state.windows import DEFAULT_WINDOW_SIZE, EMPTY_STATS, compute_stats
 
 __all__ = [
+    "COUNTER_HORIZON_S",
     "DEFAULT_PREFIX",
     "DEFAULT_TIMEOUT_S",
     "ENV_REDIS_PREFIX",
     "FAILURES",
+    "INDEX_PRUNE_EVERY",
     "INFLIGHT_TTL_S",
     "MAX_WATCH_RETRIES",
+    "RECORD_GRACE_S",
     "UNAVAILABLE",
+    "WINDOW_HORIZON_S",
     "RedisRoutingState",
     "StateContentionError",
+    "record_ttl_s",
     "split_prefix",
 ]
 
@@ -80,6 +99,18 @@ DEFAULT_PREFIX = "default"
 INFLIGHT_TTL_S = 900.0
 """Seconds a replica's in-flight hash outlives its last update (longer than any attempt's total
 timeout); after that a dead replica's attempts no longer count."""
+
+RECORD_GRACE_S = 86_400.0
+"""Seconds a lockout or cooldown record outlives its ``until`` in Redis (escalation memory)."""
+
+WINDOW_HORIZON_S = 7 * 86_400.0
+"""Seconds a latency/error window outlives its last sample in Redis."""
+
+COUNTER_HORIZON_S = 35 * 86_400.0
+"""Seconds a counter outlives its last increment in Redis (longer than a monthly quota window)."""
+
+INDEX_PRUNE_EVERY = 1024
+"""Record writes of this process between two prunes of the written kind's index set."""
 
 DEFAULT_TIMEOUT_S = 0.5
 """Default socket connect and per-command timeout: a dead Redis must not stall a request for long."""
@@ -114,6 +145,15 @@ def split_prefix(url: str) -> tuple[str, str | None]:
         else:
             kept.append((name, value))
     return urllib.parse.urlunsplit(parts._replace(query=urllib.parse.urlencode(kept))), prefix
+
+
+def record_ttl_s(kind: Kind[Any, Any], record: object, now: float) -> float | None:
+    """Seconds a typed record is kept in Redis from ``now`` (epoch s), ``None`` for no expiry: a
+    lockout until its ``until`` plus :data:`RECORD_GRACE_S`; a cooldown too unless it marks invalid
+    credentials; other kinds (bounded by the configuration) never expire."""
+    if kind is LOCKOUT or (kind is COOLDOWN and not getattr(record, "invalid", False)):
+        return max(float(getattr(record, "until", 0.0)) - now, 0.0) + RECORD_GRACE_S
+    return None
 
 
 def _glob_escape(text: str) -> str:
@@ -176,6 +216,7 @@ class RedisRoutingState(RoutingState):
         self._scripts: dict[str, Any] = {}
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
         self.local = None  # other replicas write the records: only a read of Redis can tell
+        self._writes = 0
 
     # -- plumbing ----------------------------------------------------------------------------
     @property
@@ -275,13 +316,15 @@ class RedisRoutingState(RoutingState):
         """A write storing (or with ``None`` deleting) record ``ident`` and its index entry."""
         key, index = self.key(kind.name, ident), self.key(kind.name + "s")
         value = None if record is None else orjson.dumps(kind.dump(record))
+        ttl_s = None if record is None else record_ttl_s(kind, record, self.clock.time())
+        ttl_ms = None if ttl_s is None else max(1, math.ceil(ttl_s * 1000))
 
         def write(pipe: Pipeline) -> None:
             if value is None:
                 pipe.delete(key)
                 pipe.srem(index, ident)
             else:
-                pipe.set(key, value)
+                pipe.set(key, value, px=ttl_ms)
                 pipe.sadd(index, ident)
 
         return write
@@ -316,12 +359,22 @@ class RedisRoutingState(RoutingState):
                 return result, None
             return result, self._store(kind, ident, after)
 
-        return await self._atomic(self.key(kind.name, ident), decide)
+        result = await self._atomic(self.key(kind.name, ident), decide)
+        await self._count_write(kind)
+        return result
 
     async def put(self, kind: Kind[K, R], key: K, record: R) -> None:
         async with self._client().pipeline(transaction=True) as pipe:
             self._store(kind, kind.key_str(key), record)(pipe)
             await pipe.execute()
+        await self._count_write(kind)
+
+    async def _count_write(self, kind: Kind[Any, Any]) -> None:
+        """Every :data:`INDEX_PRUNE_EVERY` writes, drop ids of expired records from ``kind``'s index
+        (the scan script does it), so the index set stays as small as the live records."""
+        self._writes += 1
+        if self._writes % INDEX_PRUNE_EVERY == 0:
+            await self._eval(scripts.SCAN, [self.key(kind.name + "s")], [self.key(kind.name, "")])
 
     async def remove(self, kind: Kind[Any, Any], match: Mapping[str, str]) -> None:
         args = [self.key(kind.name, "")]
@@ -337,6 +390,7 @@ class RedisRoutingState(RoutingState):
         async with self._client().pipeline(transaction=True) as pipe:
             pipe.lpush(k, orjson.dumps([latency_ms, ok, ttft_ms, now]))
             pipe.ltrim(k, 0, self._window_size - 1)
+            pipe.pexpire(k, int(WINDOW_HORIZON_S * 1000))
             await pipe.execute()
 
     async def get_window_stats(self, keys: Iterable[str]) -> dict[str, WindowStats]:
@@ -362,7 +416,12 @@ class RedisRoutingState(RoutingState):
 
     # -- counters ------------------------------------------------------------------------------
     async def incr_counter(self, key: str, amount: int = 1) -> int:
-        return int(await self._client().incrby(self.key("counter", key), amount))
+        k = self.key("counter", key)
+        async with self._client().pipeline(transaction=True) as pipe:
+            pipe.incrby(k, amount)
+            pipe.pexpire(k, int(COUNTER_HORIZON_S * 1000))
+            value, _ = await pipe.execute()
+        return int(value)
 
     async def get_counter(self, key: str) -> int:
         raw = await self._client().get(self.key("counter", key))

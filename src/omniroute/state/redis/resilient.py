@@ -20,7 +20,7 @@ from redis.exceptions import RedisError
 
 from omniroute.clock import Clock
 from omniroute.state.base import RoutingState
-from omniroute.state.memory import MemoryRoutingState
+from omniroute.state.memory import DEFAULT_MAX_ENTRIES, MemoryRoutingState
 from omniroute.state.primitives import Kind, Query
 from omniroute.state.records import WindowStats
 from omniroute.state.redis.backend import DEFAULT_TIMEOUT_S, FAILURES, UNAVAILABLE, RedisRoutingState
@@ -77,12 +77,15 @@ class ResilientRoutingState(RoutingState):
         clock: Clock | None = None,
         retry_after_s: float = 5.0,
         timeout_s: float = DEFAULT_TIMEOUT_S,
+        max_entries: int = DEFAULT_MAX_ENTRIES,
     ) -> ResilientRoutingState:
-        """A resilient state over ``RedisRoutingState(url=url, prefix=prefix, …)``."""
+        """A resilient state over ``RedisRoutingState(url=url, prefix=prefix, …)``; the local fallback
+        keeps at most ``max_entries`` entries per bounded table."""
         primary = RedisRoutingState(
             url=url, prefix=prefix, clock=clock, connect_timeout_s=timeout_s, timeout_s=timeout_s
         )
-        return cls(primary, retry_after_s=retry_after_s)
+        fallback = MemoryRoutingState(primary.clock, max_entries=max_entries)
+        return cls(primary, fallback, retry_after_s=retry_after_s)
 
     @property
     def degraded(self) -> bool:

@@ -43,7 +43,8 @@ class UsageRecord(TypedDict, total=False):
     Token counts follow :class:`omniroute.values.Usage`: ``prompt_tokens`` includes ``cached_tokens``
     (cache reads) and ``cache_write_tokens`` (of which ``cache_write_1h_tokens``), ``completion_tokens``
     includes ``reasoning_tokens``. ``price_unknown`` marks a row priced at 0 because the model has no
-    known price.
+    known price; ``rescued`` marks a stream that failed after commit and was finished by a rescuing
+    attempt (``attempts`` then counts every attempt, the token counts sum them).
     """
 
     ts: float
@@ -69,6 +70,7 @@ class UsageRecord(TypedDict, total=False):
     cache_write_1h_tokens: int
     reasoning_tokens: int
     price_unknown: bool
+    rescued: bool
 
 
 _USAGE_DEFAULTS: Final[Mapping[str, Any]] = {
@@ -94,6 +96,7 @@ _USAGE_DEFAULTS: Final[Mapping[str, Any]] = {
     "cache_write_1h_tokens": 0,
     "reasoning_tokens": 0,
     "price_unknown": False,
+    "rescued": False,
 }
 
 
@@ -393,6 +396,25 @@ class UsageRepo(RepoBase):
             d = await conn.execute(delete(_dec).where(_dec.c.ts < before_ts))
             r = await conn.execute(delete(_resp).where(_resp.c.expires_at <= self._now()))
         return {"usage_log": u.rowcount, "routing_decisions": d.rowcount, "responses_store": r.rowcount}
+
+    async def prune_batch(self, before_ts: float, limit: int) -> dict[str, int]:
+        """Delete at most ``limit`` usage rows and ``limit`` routing decisions older than ``before_ts``
+        (epoch s), oldest first, and every expired stored response, in one short transaction (the
+        background pruning calls it until a batch comes back short, so a large backlog never holds a
+        long lock). Returns the number of rows deleted per table."""
+        async with self._engine.begin() as conn:
+            old_usage = select(_usage.c.id).where(_usage.c.ts < before_ts).order_by(_usage.c.ts).limit(limit)
+            old_dec = select(_dec.c.request_id).where(_dec.c.ts < before_ts).order_by(_dec.c.ts).limit(limit)
+            u_ids = list((await conn.execute(old_usage)).scalars())
+            d_ids = list((await conn.execute(old_dec)).scalars())
+            u = await conn.execute(delete(_usage).where(_usage.c.id.in_(u_ids))) if u_ids else None
+            d = await conn.execute(delete(_dec).where(_dec.c.request_id.in_(d_ids))) if d_ids else None
+            r = await conn.execute(delete(_resp).where(_resp.c.expires_at <= self._now()))
+        return {
+            "usage_log": u.rowcount if u is not None else 0,
+            "routing_decisions": d.rowcount if d is not None else 0,
+            "responses_store": r.rowcount,
+        }
 
 
 def _status_filter(status: str) -> ColumnElement[bool]:
