@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from prometheus_client.metrics_core import GaugeMetricFamily
 
 from omniroute import bootstrap, wire
 from omniroute.accounting.admission import admit
@@ -37,9 +36,9 @@ from omniroute.deadlines import BodyDeadlines
 from omniroute.errors import AuthenticationFailed, ModelNotFound, PermissionDenied
 from omniroute.extensions import Extensions
 from omniroute.observe.access import note as note_access
+from omniroute.observe.accounting import accounting_writers, spool_gauge
 from omniroute.observe.batch import BatchWriter
 from omniroute.observe.metrics import Metrics
-from omniroute.observe.spool import Spool
 from omniroute.providers.catalog import Catalog
 from omniroute.providers.upstream import AttemptTimeouts, ReadLimits, UpstreamClient
 from omniroute.references import stored_problems, warn_stored_problems
@@ -211,27 +210,20 @@ class Gateway:
             await self.redis_state.ready()
         if not background:
             return
-        spool_dir = Path(data_dir or "data") / "spool"  # rows the database refused, kept on disk
-        self.usage = BatchWriter(
+        assert self.store is not None
+        self.usage, self.decision_writer = accounting_writers(
+            self.clock,
+            data_dir,
             self._write_usage,
-            clock=self.clock,
-            name="usage",
-            spool=Spool(spool_dir / "usage.jsonl"),
-            encode=list,
-            replay=self._write_usage,
+            self._write_decisions,
+            self.store.save_decisions,
+            decision_backlog=DECISION_BACKLOG,
         )
         self.usage.start()
-        self.decision_writer = BatchWriter(
-            self._write_decisions,
-            clock=self.clock,
-            name="decisions",
-            max_pending=DECISION_BACKLOG,
-            spool=Spool(spool_dir / "decisions.jsonl"),
-            encode=encode_decisions,
-            replay=self._replay_decisions,
-        )
         self.decision_writer.start()
-        self.metrics.gauge_sources.append(self._spool_gauge)
+        self.metrics.gauge_sources.append(
+            lambda: spool_gauge((("usage", self.usage), ("decisions", self.decision_writer)))
+        )
         self._store_watch = asyncio.create_task(self._watch_store(), name="store-watch")
         self._retention = RetentionPruner(self.store, self.clock, self.config.retention_days)
         self._retention.start()
@@ -774,22 +766,6 @@ class Gateway:
             if held.get(d.request_id) is d:
                 del held[d.request_id]
 
-    async def _replay_decisions(self, rows: list[dict[str, Any]]) -> None:
-        """Spooled decisions (:func:`encode_decisions` rows) into the store."""
-        assert self.store is not None
-        await self.store.save_decisions((r["request_id"], r["ts"], r["data"].encode()) for r in rows)
-
-    def _spool_gauge(self) -> GaugeMetricFamily:
-        """``omniroute_accounting_spool_rows{writer}``: rows waiting on disk for the database."""
-        g = GaugeMetricFamily(
-            "omniroute_accounting_spool_rows",
-            "Usage rows and decisions the database refused, waiting on disk to be written.",
-            labels=["writer"],
-        )
-        for name, w in (("usage", self.usage), ("decisions", self.decision_writer)):
-            g.add_metric([name], w.spooled if w is not None else 0)
-        return g
-
     async def _write_usage(self, rows: list[dict[str, Any]]) -> None:
         """Usage sink: one batch insert, then per key and period one atomic update adding the batch's
         spend and releasing its database reservations (API-8 budgets)."""
@@ -808,18 +784,6 @@ class Gateway:
                 acc[1] += release
         for (key_id, start), (usd, release) in settle.items():
             await self.store.settle_spend(key_id, start, usd, release)
-
-
-def encode_decisions(batch: list[Decision]) -> list[dict[str, Any]]:
-    """Decisions as spool rows ``{request_id, ts, data}`` (``data``: the stored JSON text)."""
-    return [
-        {
-            "request_id": d.request_id,
-            "ts": d.ts,
-            "data": orjson.dumps(d.to_stored(), option=orjson.OPT_NON_STR_KEYS).decode(),
-        }
-        for d in batch
-    ]
 
 
 def data_dir_for(database_url: str) -> str | None:
