@@ -250,3 +250,24 @@ def test_repointing_a_connection_drops_its_secret_unless_a_new_one_is_given(tmp_
         assert all("sk-old-secret-1234" not in json.dumps(h) for h in seen), seen
         assert ok.status_code == 200, ok.text
         assert old.requests[-1].headers.get("authorization") == "Bearer sk-fresh-5678"
+
+
+def test_the_cli_refuses_a_base_url_the_policy_refuses(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from omniroute.cli.main import app as cli_app
+
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(
+        f"database_url: 'sqlite:///{tmp_path}/o.db'\nsecurity: {{allow_private_base_urls: false}}\n"
+    )
+    cases = [
+        ("providers", "add", "meta", "--base-url", "http://169.254.169.254/v1"),
+        ("providers", "add", "lan", "--base-url", "http://192.168.1.9:8000/v1"),
+        ("connections", "add", "c1", "--provider", "openai", "--base-url", "http://[fd00:ec2::254]/"),
+    ]
+    for args in cases:
+        out = CliRunner().invoke(cli_app, [*args, "--config", str(cfg)], env={"COLUMNS": "200", "K": "x"})
+        assert out.exit_code == 2, (args, out.output)
+        text = " ".join(out.output.split())
+        assert "base_url:" in text and ("always refused" in text or "private address" in text), text
