@@ -1,4 +1,5 @@
-"""``python -m bench {run,smoke,soak,micro,report}`` — see ``docs/BENCHMARKS.md`` for what each measures."""
+"""``python -m bench {run,smoke,soak,micro,profile,scale,memdiff,report}`` — see ``docs/BENCHMARKS.md``
+for what each measures."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ def _run(args: argparse.Namespace) -> int:
         s.soak_requests = args.soak_requests
     s.litellm = not args.no_litellm
     s.micro = not args.no_micro
+    s.scale = not args.no_scale
     s.baseline = args.baseline
     if args.no_docs:
         s.write_docs = False
@@ -77,6 +79,28 @@ def _micro(args: argparse.Namespace) -> int:
     return 0
 
 
+def _profile(args: argparse.Namespace) -> int:
+    from bench.profile import main
+
+    if args.baseline_src:
+        from bench.profile import compare
+
+        return compare(str(args.baseline_src), args.reps, args.duration, args.concurrency)
+    return main(args.duration, args.concurrency, args.rate)
+
+
+def _scale(args: argparse.Namespace) -> int:
+    from bench.scale import main
+
+    return main(args.duration, args.concurrency, args.reps)
+
+
+def _memdiff(args: argparse.Namespace) -> int:
+    from bench.memdiff import main
+
+    return main(args.requests, args.warmup)
+
+
 def _report(args: argparse.Namespace) -> int:
     from bench.report import main
 
@@ -96,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--soak-requests", type=int, help="0 skips the soak (default 200000)")
     r.add_argument("--no-litellm", action="store_true", help="skip (d) LiteLLM")
     r.add_argument("--no-micro", action="store_true", help="skip the micro-benchmarks")
+    r.add_argument("--no-scale", action="store_true",
+                   help="skip the per-chunk CPU, Redis-state and --workers 2 rows")
     r.add_argument("--baseline", type=Path, help="an earlier results JSON: adds a before/after table")
     r.set_defaults(fn=_run)
     sub.add_parser("smoke", help="seconds: check the harness end to end (CI)").set_defaults(fn=_smoke)
@@ -106,6 +132,23 @@ def main(argv: list[str] | None = None) -> int:
     m = sub.add_parser("micro", help="micro-benchmarks")
     m.add_argument("--quick", action="store_true")
     m.set_defaults(fn=_micro)
+    f = sub.add_parser("profile", help="CPU µs per request and a py-spy profile per gateway route")
+    f.add_argument("--duration", type=float, default=5.0, help="seconds per cell (default 5)")
+    f.add_argument("--concurrency", type=int, default=64)
+    f.add_argument("--rate", type=int, default=250, help="py-spy samples per second")
+    f.add_argument("--baseline-src", type=Path,
+                   help="another tree's src: A/B of CPU µs/req against it instead of a profile")
+    f.add_argument("--reps", type=int, default=3, help="with --baseline-src: alternations")
+    f.set_defaults(fn=_profile)
+    c = sub.add_parser("scale", help="per-chunk CPU, Redis-state cost and --workers 2 vs 1 (printed)")
+    c.add_argument("--duration", type=float, default=3.0)
+    c.add_argument("--concurrency", type=int, default=64)
+    c.add_argument("--reps", type=int, default=2)
+    c.set_defaults(fn=_scale)
+    d = sub.add_parser("memdiff", help="tracemalloc diff of the gateway across many requests")
+    d.add_argument("--requests", type=int, default=40_000)
+    d.add_argument("--warmup", type=int, default=10_000)
+    d.set_defaults(fn=_memdiff)
     p = sub.add_parser("report", help="re-render docs/BENCHMARKS.md from a results JSON")
     p.add_argument("results", type=Path)
     p.add_argument("--baseline", type=Path)

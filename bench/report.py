@@ -32,6 +32,10 @@ python3 -m venv .venv && .venv/bin/pip install -e '.[bench]'   # matplotlib, pyt
 .venv/bin/python -m bench soak                 # 200,000 requests, RSS every second; exit 1 if > +10 %
 .venv/bin/python -m bench micro                # routing decision, combo strategies, ladder, translation
 .venv/bin/python -m bench report bench/results/<file>.json   # re-render this file from a JSON
+.venv/bin/python -m bench profile              # CPU µs/req and a py-spy profile per gateway route (py-spy)
+.venv/bin/python -m bench profile --baseline-src /old/src    # A/B of CPU µs/req against another tree
+.venv/bin/python -m bench scale                # per-chunk CPU, Redis-state cost, --workers 2 vs 1
+.venv/bin/python -m bench memdiff              # tracemalloc diff of the gateway across many requests
 # before/after: measure another tree's gateway, then compare against it
 OMNIROUTE_BENCH_GATEWAY_SRC=/old/src .venv/bin/python -m bench run --no-docs --soak-requests 0
 .venv/bin/python -m bench run --baseline bench/results/<that file>.json
@@ -46,7 +50,8 @@ fake upstream (`bench/upstream.py`: raw asyncio + httptools, answers from precom
 (`bench/bare_proxy.py`: raw ASGI on uvicorn + uvloop + httptools, one aiohttp session, no routing —
 the physical limit of this stack); **(c) the gateway** (`omniroute serve`, one worker) with
 `require_api_key` and a key, usage logging to SQLite and the routing headers on, for
-`provider/model`, a 3-target priority combo and `auto` over 50 connections; **(d) LiteLLM's proxy**
+`provider/model`, a 3-target priority combo and `auto` over 50 connections (and, for the per-chunk,
+Redis and worker rows, with `redis_url` on a local Redis and with `--workers 2`); **(d) LiteLLM's proxy**
 (one worker, callbacks/spend logs/DB off, `LITELLM_MASTER_KEY`, `LITELLM_LOCAL_MODEL_COST_MAP=True`).
 Servers start one at a time, in alternating order across repetitions; each is warmed up before
 its cells. Figures are medians over the repetitions.
@@ -149,6 +154,19 @@ def perf_rows(v: View) -> list[list[str]]:
         rows.append([f"PERF-4 per-chunk delay added over (a), {key[:3]} (the bare proxy adds "
                      f"{_f(bare, '{:+.3f}')} ms)", f"≤ {lim} ms",
                      f"{_f(add, '{:+.3f}')} ms", _met(add, lim), f"LiteLLM {_f(lit, '{:+.2f}')} ms"])
+    cc = v.doc.get("chunk_cost") or {}
+    if cc:
+        gw_c, bare_c = cc["gw-model"]["per_chunk_cpu_us"], cc["bare"]["per_chunk_cpu_us"]
+        ratio = cc["ratio"]
+        rows.append([f"per-chunk CPU of a stream, provider/model (the bare proxy: {bare_c:+.2f} µs)",
+                     "≤ 1.5× (b)", f"{gw_c:.2f} µs" + (f" ({ratio:.1f}×)" if ratio else " (bare ≈ 0)"),
+                     _met(ratio, 1.5) if ratio else "❌ not met", ""])
+    sw = v.doc.get("scale") or {}
+    if sw and "skipped" not in sw:
+        for mode in ("json", "stream"):
+            r = sw[f"workers_ratio_{mode}"]
+            rows.append([f"--workers 2 / 1 worker, state on Redis, provider/model {mode} req/s", "≥ 1.8×",
+                         f"{r:.2f}×", _met(r, 1.8, at_most=False), ""])
     rss = (v.doc.get("rss") or {}).get("gateway_start_mb")
     lit_rss = (v.doc.get("rss") or {}).get("litellm_rest_after_probe_mb")
     rows.append(["PERF-5 RSS at rest (fresh gateway, 50 connections)", "≤ 120 MB", _f(rss, "{:.1f} MB"),
@@ -240,6 +258,7 @@ def render_md(doc: dict[str, Any], results_path: Path | None, png: Path | None) 
              _f(v.get(r, True, top, "cpu_us_per_req"), "{:,.0f}")] for r in v.routes if r != "direct"]
     parts += [_table(["configuration", "json", "stream"], rows), ""]
 
+    parts += scale_md(doc)
     probe = doc.get("probe") or {}
     if probe:
         parts += ["## Streaming probe (concurrency 1, raw asyncio client)", "",
@@ -293,6 +312,42 @@ def render_md(doc: dict[str, Any], results_path: Path | None, png: Path | None) 
     if NOTES.exists():
         parts += [NOTES.read_text().strip(), ""]
     return "\n".join(parts)
+
+
+def scale_md(doc: dict[str, Any]) -> list[str]:
+    """The per-chunk CPU, Redis-state and worker rows (:mod:`bench.scale`), when measured."""
+    parts: list[str] = []
+    cc = doc.get("chunk_cost") or {}
+    if cc:
+        parts += [f"## Per-chunk CPU of a stream (µs; (200-chunk − 20-chunk stream) / "
+                  f"{cc['extra_chunks']}, c{cc['concurrency']})", ""]
+        rows = [[_label_of(k), f"{cc[k]['stream_cpu_us']:,.0f}", f"{cc[k]['long_stream_cpu_us']:,.0f}",
+                 f"{cc[k]['per_chunk_cpu_us']:.2f}"] for k in ("bare", "gw-model")]
+        parts += [_table(["configuration", "20 chunks µs/req", "200 chunks µs/req", "µs per chunk"], rows),
+                  "", "Gateway / bare proxy per chunk: " + (f"{cc['ratio']:.1f}×." if cc["ratio"] else
+                  "no ratio: the bare proxy forwards each read's bytes, its per-chunk cost is ≈ 0."), ""]
+    sw = doc.get("scale") or {}
+    if sw:
+        parts += ["## Shared state on Redis and worker processes "
+                  f"(provider/model, c{sw.get('concurrency', '')})", ""]
+        if "skipped" in sw:
+            return [*parts, f"Not measured: {sw['skipped']}.", ""]
+        names = {"memory-w1": "1 worker, state in process (CPU 0)", "redis-w1": "1 worker, state on Redis "
+                 "(CPU 0)", "redis-w2": "2 workers, state on Redis (CPUs 0–1, shared with upstream and wrk)"}
+        rows = [[label, f"{sw[k]['json']['rps']:,.0f}", f"{sw[k]['json']['cpu_us_per_req']:,.0f}",
+                 f"{sw[k]['stream']['rps']:,.0f}", f"{sw[k]['stream']['cpu_us_per_req']:,.0f}"]
+                for k, label in names.items()]
+        parts += [_table(["gateway", "json req/s", "json CPU µs/req", "stream req/s", "stream CPU µs/req"],
+                         rows), "",
+                  f"Redis-backed state costs {sw['redis_cost_us_json']:+.0f} µs CPU per request "
+                  f"non-streaming and {sw['redis_cost_us_stream']:+.0f} µs streaming in the gateway "
+                  f"(Redis' own CPU not counted); two workers give {sw['workers_ratio_json']:.2f}× / "
+                  f"{sw['workers_ratio_stream']:.2f}× one worker's requests/s.", ""]
+    return parts
+
+
+def _label_of(route: str) -> str:
+    return LABELS.get(route, route)
 
 
 def compare_md(before: dict[str, Any], after: dict[str, Any]) -> str:

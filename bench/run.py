@@ -54,6 +54,8 @@ class Settings:
     soak_verdict: bool = True
     """Exit 1 when the soak's RSS grows beyond the limit (off for smoke runs: too short to judge)."""
     micro: bool = True
+    scale: bool = True
+    """Per-chunk CPU, Redis-state and ``--workers 2`` rows (:mod:`bench.scale`)."""
     quick_micro: bool = False
     install_wrk: bool = True
     allow_python_load: bool = False
@@ -305,6 +307,16 @@ class Bench:
                 for kind in order:
                     self.measure_server(kind, rep)
             doc["probe"], doc["rss"] = self.probes()
+            if self.s.scale:
+                from bench import scale
+
+                assert self.upstream is not None and self.load is not None
+                doc["chunk_cost"] = scale.chunk_cost(
+                    self.load, self.upstream.url, self.tmp, self.server_cpu, conc=16,
+                    duration_s=self.s.duration_s, reps=self.s.reps, say=self.say)
+                doc["scale"] = scale.state_and_workers(
+                    self.load, self.upstream.url, self.tmp, self.server_cpu, conc=max(self.s.concurrencies),
+                    duration_s=self.s.duration_s, reps=self.s.reps, say=self.say)
             if self.s.soak_requests:
                 from bench.soak import soak
 

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -76,6 +77,9 @@ def gateway_config(upstream: str, port: int, tmp: Path) -> dict[str, object]:
         }
         for i in range(POOL)
     ]
+    providers[0]["models"].append(  # type: ignore[union-attr]
+        {"id": "long", "input_price": 1.0, "output_price": 2.0, "context_window": 128000,
+         "max_output_tokens": 8192})  # the 200-chunk stream of the per-chunk cost (bench/scale.py)
     connections = [
         {"id": f"c{i:02d}", "provider": f"bench-p{i:02d}", "api_key": f"sk-up-{i:02d}",
          "default_model": "m", "priority": i + 1}
@@ -95,11 +99,20 @@ def gateway_config(upstream: str, port: int, tmp: Path) -> dict[str, object]:
     }
 
 
-def gateway_server(upstream: str, tmp: Path, log_dir: Path, cpu: int | None = SERVER_CPU) -> Server:
-    """``omniroute serve --config`` (one worker, uvloop + httptools, access log off)."""
+def gateway_server(
+    upstream: str, tmp: Path, log_dir: Path, cpu: int | None = SERVER_CPU, *,
+    extra: dict[str, Any] | None = None,
+) -> Server:
+    """``omniroute serve --config`` (one worker, uvloop + httptools, access log off). ``extra``:
+    ``redis_url`` (shared state on Redis) and ``workers`` (worker processes) for the scale rows."""
     port = free_port()
     cfg = tmp / "gateway.yaml"
-    cfg.write_text(yaml.safe_dump(gateway_config(upstream, port, tmp), sort_keys=False))
+    doc = gateway_config(upstream, port, tmp)
+    extra = dict(extra or {})
+    if "workers" in extra:
+        doc["server"]["workers"] = extra.pop("workers")  # type: ignore[index]
+    doc.update(extra)
+    cfg.write_text(yaml.safe_dump(doc, sort_keys=False))
     for old in tmp.glob("omniroute-bench.db*"):
         old.unlink()
     cmd = [sys.executable, "-c", "from omniroute.cli.main import main; main()", "serve", "--config", str(cfg)]

@@ -7,6 +7,7 @@ A raw asyncio protocol on uvloop with httptools' parser (no framework) answering
 * ``"stream": true`` → 20 ``chat.completion.chunk`` events (role + 18 content deltas + a ``stop``
   finish), a usage chunk when ``stream_options.include_usage`` is set, then ``[DONE]`` — all written
   in one ``write`` (no delay);
+* model ``long`` (streaming) → the same shape with 200 events (per-chunk CPU cost, :mod:`bench.scale`);
 * model ``stamp`` (streaming) → the same 20 events spaced ``--stamp-interval-ms`` apart, each written
   on its own with ``time.time_ns()`` of the moment of writing as its ``delta.content``; the PERF-4 probe
   (:mod:`bench.probe`) subtracts it from the arrival time at the client.
@@ -32,6 +33,9 @@ _CREATED = 1_700_000_000
 _STREAM_RE = re.compile(rb'"stream"\s*:\s*true')
 _STAMP_RE = re.compile(rb'"model"\s*:\s*"[^"]*stamp')
 _USAGE_RE = re.compile(rb'"include_usage"\s*:\s*true')
+LONG_CHUNKS = 200
+"""Content chunks of model ``long``'s stream (per-chunk CPU cost: its cost minus the 20-chunk one's)."""
+_LONG_RE = re.compile(rb'"model"\s*:\s*"[^"]*long"')
 USAGE = {"prompt_tokens": 12, "completion_tokens": CHUNKS - 1, "total_tokens": 12 + CHUNKS - 1}
 
 
@@ -103,6 +107,11 @@ NONSTREAM_RESPONSE = _full(completion_body())
 _EVENTS = b"".join(sse(chunk_obj(i)) for i in range(CHUNKS))
 STREAM_RESPONSE = STREAM_HEAD + frame(_EVENTS + DONE_EVENT) + b"0\r\n\r\n"
 STREAM_USAGE_RESPONSE = STREAM_HEAD + frame(_EVENTS + USAGE_EVENT + DONE_EVENT) + b"0\r\n\r\n"
+_LONG_EVENTS = (sse(chunk_obj(0))
+                + b"".join(sse(chunk_obj(1 + i % (CHUNKS - 2))) for i in range(LONG_CHUNKS - 2))
+                + sse(chunk_obj(CHUNKS - 1)))
+LONG_STREAM_RESPONSE = STREAM_HEAD + frame(_LONG_EVENTS + DONE_EVENT) + b"0\r\n\r\n"
+LONG_STREAM_USAGE_RESPONSE = STREAM_HEAD + frame(_LONG_EVENTS + USAGE_EVENT + DONE_EVENT) + b"0\r\n\r\n"
 MODELS_RESPONSE = _full(orjson.dumps({"object": "list", "data": [{"id": "m", "object": "model"}]}))
 NOT_FOUND = (
     b"HTTP/1.1 404 Not Found\r\ncontent-type: application/json\r\ncontent-length: 21\r\n\r\n"
@@ -153,7 +162,11 @@ class UpstreamProtocol(asyncio.Protocol):
                 if _STAMP_RE.search(body):
                     asyncio.get_running_loop().create_task(self._stamped(t, bool(_USAGE_RE.search(body))))
                     return
-                t.write(STREAM_USAGE_RESPONSE if _USAGE_RE.search(body) else STREAM_RESPONSE)
+                usage = bool(_USAGE_RE.search(body))
+                if _LONG_RE.search(body):
+                    t.write(LONG_STREAM_USAGE_RESPONSE if usage else LONG_STREAM_RESPONSE)
+                else:
+                    t.write(STREAM_USAGE_RESPONSE if usage else STREAM_RESPONSE)
             else:
                 t.write(NONSTREAM_RESPONSE)
         elif path.endswith(b"/models"):

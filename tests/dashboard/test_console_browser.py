@@ -3,9 +3,10 @@
 
 An operator signs in with the keyboard, creates a combo through the form (meeting the API's
 validation message and the shadowing warning on the way), sends a prompt with "try it", opens its
-decision, resets an open breaker, tests a connection, excludes an auto candidate for a key, and
-creates and revokes a key. Every page is saved as a screenshot, at 1280×800 and on a narrow window,
-under the folder printed at the start (``OMNIROUTE_TEST_ARTIFACTS``, default ``test-artifacts/``).
+decision, resets an open breaker, tests a connection, excludes an auto candidate for a key,
+creates and revokes a key, and runs a small simulation. Every page is saved as a screenshot, at
+1280×800 and on a narrow window, under the folder printed at the start (``OMNIROUTE_TEST_ARTIFACTS``,
+default ``test-artifacts/``).
 The tests skip only when no Chromium executable can be found.
 """
 
@@ -235,6 +236,37 @@ def test_operator_excludes_an_auto_candidate_for_a_key_and_manages_keys(
     assert traffic(gw, "local-o/model-o", key=secret)[0].status_code == 401
 
 
+def test_operator_runs_a_small_simulation_and_reads_the_comparison(
+    browser: Browser, console: GatewayThread, shots: Path
+) -> None:
+    """The Simulate page: a bad seed gets its message and keeps the form; then a small run of a
+    shipped scenario with two strategies shows one row per strategy and the oracle, and the plots."""
+    page = new_page(browser)
+    sign_in(page, console)
+    page.get_by_role("link", name="Simulate", exact=True).click()
+    expect(page.get_by_role("heading", name="Simulate")).to_be_visible()
+    page.get_by_label("Scenario", exact=True).select_option("rate-limit-storm")
+    for name in ("weighted", "auto", "auto/cheap"):
+        page.get_by_label(name, exact=True).uncheck()
+    page.get_by_label("priority", exact=True).check()
+    page.get_by_label(re.compile("^Other variants")).fill("cost-optimized")
+    page.get_by_label(re.compile("^Requests")).fill("30")
+    page.get_by_label("Seed", exact=True).fill("seven")
+    page.get_by_role("button", name="Run simulation").click()
+    expect(page.get_by_role("alert")).to_have_text("seed: 'seven' is not a whole number")
+    expect(page.get_by_label(re.compile("^Other variants"))).to_have_value("cost-optimized")
+    page.get_by_label("Seed", exact=True).fill("7")
+    page.get_by_role("button", name="Run simulation").click()
+    table = page.locator("#sim-table")
+    expect(table.locator("tbody th")).to_have_text(["priority", "cost-optimized", "oracle"])
+    expect(
+        page.get_by_role("heading", name=re.compile("rate-limit-storm: 30 requests, seed 7"))
+    ).to_be_visible()
+    expect(page.locator("#sim-ratios tbody tr")).to_have_count(2)
+    expect(page.locator(".sim-plots img")).to_have_count(4)
+    page.screenshot(path=shots / "simulate.png", full_page=True)
+
+
 def test_console_fits_a_narrow_window(browser: Browser, console: GatewayThread, shots: Path) -> None:
     """OPS-3: on a phone-sized window the pages keep to the window's width (wide tables scroll in
     their own box) and the navigation stays reachable."""
@@ -248,6 +280,7 @@ def test_console_fits_a_narrow_window(browser: Browser, console: GatewayThread, 
         ("auto", "/auto"),
         ("combos", "/combos"),
         ("keys", "/keys"),
+        ("simulate", "/simulate"),
     ]:
         page.goto(f"{console.url}/dashboard{path}")
         expect(page.get_by_role("navigation", name="Console")).to_be_visible()

@@ -43,6 +43,7 @@ from omniroute.state import (
     RoutingState,
 )
 from omniroute.state.redis import ENV_REDIS_PREFIX, split_prefix
+from omniroute.state.redis.backend import MAX_CONNECTIONS
 
 
 def test_both_backends_satisfy_the_protocol() -> None:
@@ -344,3 +345,49 @@ async def test_redis_success_is_noop_always_defers_to_the_atomic_updates(replica
         assert not resilient.success_is_noop("p", "c1", "m")
     finally:
         await resilient.aclose()
+
+
+@needs_redis
+async def test_more_concurrent_calls_than_pool_connections_stay_on_redis(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Under load a replica keeps sharing its state: calls beyond the connection pool's size wait for a
+    free connection instead of failing with "Too many connections" and degrading to in-process state."""
+    prefix = f"test-{uuid.uuid4().hex[:12]}"
+    state = ResilientRoutingState.from_url(REDIS_URL, prefix=prefix, clock=FakeClock(T0), timeout_s=5.0)
+    other = RedisRoutingState(url=REDIS_URL, prefix=prefix)
+    calls = 3 * MAX_CONNECTIONS
+    try:
+        with caplog.at_level(logging.WARNING, logger="omniroute.state"):
+            counts = await asyncio.gather(*(state.incr_counter("burst") for _ in range(calls)))
+        assert sorted(counts) == list(range(1, calls + 1))
+        assert not state.degraded
+        assert not [r for r in caplog.records if "unavailable" in r.getMessage()]
+        assert await other.get_counter("burst") == calls  # the other replica sees every increment
+    finally:
+        await other.clear()
+        await other.aclose()
+        await state.aclose()
+
+
+@needs_redis
+async def test_a_success_sees_breaker_cooldown_and_lockout_records_another_replica_wrote(
+    replicas: Factory,
+) -> None:
+    """A success on one replica resets what any replica recorded: with no record it resets nothing,
+    and a breaker failure, a cooldown or a lockout written by another replica each make it reset."""
+    clock = FakeClock(T0)
+    a, b = replicas(clock), replicas(clock)
+    assert await a.success_resets_nothing("p", "c1", "m1")
+    await fail(b)
+    assert not await a.success_resets_nothing("p", "c1", "m1")
+    await b.breaker_success("p", T0, reset_timeout_s=30.0)
+    assert await a.success_resets_nothing("p", "c1", "m1")
+    await extend(b, 10.0, "429")
+    assert not await a.success_resets_nothing("p", "c1", "m1")
+    assert await a.success_resets_nothing("p", "c2", "m1")
+    await lock(b, LockKey("p", "c2", "m1"))
+    assert not await a.success_resets_nothing("p", "c2", "m1")
+    assert await a.success_resets_nothing("p", "c2", "m2")
+    await lock(b, LockKey("p", "c3", "*"))  # a lock of every model on the connection
+    assert not await a.success_resets_nothing("p", "c3", "m2")

@@ -78,12 +78,12 @@ class _EarlyStart:
     Costs one timer per streaming request; a task only when the timer fires. The timer runs on the
     event loop's real time, whatever the gateway's clock: it keeps a real client socket alive."""
 
-    __slots__ = ("_enc", "_headers", "_interval", "_send", "_task", "_timer", "started")
+    __slots__ = ("_enc", "_interval", "_request_id", "_send", "_task", "_timer", "started")
 
     def __init__(self, send: Send, enc: StreamEncoder, request_id: str, interval_s: float) -> None:
         self._send = send
         self._enc = enc
-        self._headers = [*SSE_HEADERS, *encode_headers({"x-request-id": request_id})]
+        self._request_id = request_id  # the headers are built only if the timer fires
         self._interval = interval_s
         self._task: asyncio.Task[None] | None = None
         self.started = False
@@ -94,7 +94,8 @@ class _EarlyStart:
 
     async def _beat(self) -> None:
         self.started = True
-        await self._send({"type": "http.response.start", "status": 200, "headers": self._headers})
+        headers = [*SSE_HEADERS, *encode_headers({"x-request-id": self._request_id})]
+        await self._send({"type": "http.response.start", "status": 200, "headers": headers})
         while True:
             await self._send({"type": "http.response.body", "body": self._enc.keepalive(), "more_body": True})
             await asyncio.sleep(self._interval)  # noqa: TID251 - client socket keep-alive: real time

@@ -3,7 +3,8 @@
 Server-rendered Jinja2 pages; htmx swaps fragments (live tables, forms) and uPlot draws the charts,
 both served from ``static/vendor`` (see its ``THIRD_PARTY.md``), so the console needs no build step
 and no network. Every page shows what the management API returns: the routes call the ``/api``
-endpoint functions with the same gateway, never the store. Access and CSRF: :mod:`.web`.
+endpoint functions with the same gateway, never the store; the Simulate page (:mod:`.simulate`)
+runs ``omniroute simulate``'s pipeline instead. Access and CSRF: :mod:`.web`.
 
 :func:`install` adds the console, its static files, ``/docs`` (Swagger UI from the same folder) and
 ``/`` (browsers go to the console; other clients get a small JSON index) to the management app.
@@ -11,6 +12,7 @@ endpoint functions with the same gateway, never the store. Access and CSRF: :mod
 
 from __future__ import annotations
 
+import asyncio
 from urllib.parse import urlencode
 
 from fastapi import FastAPI, Request
@@ -19,12 +21,12 @@ from fastapi.staticfiles import StaticFiles
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from omniroute.api.admin.core import Admin
-from omniroute.dashboard import auth, auto, combos, keys, overview, providers, requests
+from omniroute.dashboard import auth, auto, combos, keys, overview, providers, requests, simulate
 from omniroute.dashboard.web import PACKAGE_DIR, PREFIX, STATIC_URL, SignInRequired
 
 __all__ = ["PAGES", "install"]
 
-PAGES = (auth, overview, providers, combos, auto, requests, keys)
+PAGES = (auth, overview, providers, combos, auto, requests, keys, simulate)
 """The console's route modules, each with a ``router`` mounted under ``/dashboard``."""
 
 
@@ -32,6 +34,7 @@ def install(app: FastAPI) -> None:
     """Add the console routes, static files, ``/docs`` and ``/`` to ``app`` (the management app,
     whose ``state.gateway`` the pages use)."""
     app.state.console_templates = None  # made on first use (web.Page.render)
+    app.state.simulation_lock = asyncio.Lock()  # one Simulate run at a time (dashboard.simulate)
     app.mount(STATIC_URL, StaticFiles(directory=PACKAGE_DIR / "static"), name="console-static")
     for module in PAGES:
         app.include_router(module.router, prefix=PREFIX, include_in_schema=False)

@@ -195,11 +195,14 @@ class UpstreamResponse:
         size = 0
         idle = self.timeouts.idle_s
         loop = asyncio.get_running_loop()
+        content = self._resp.content
         try:
-            if timer is not None:
+            # A body already complete (the usual small answer, read with its headers) cannot stall:
+            # no idle timer is rearmed for it, which saves a timer-heap update per read.
+            if timer is not None and not content.is_eof():
                 timer.reschedule(min(loop.time() + idle, deadline))
-            async for chunk in self._resp.content.iter_any():
-                if timer is not None:
+            async for chunk in content.iter_any():
+                if timer is not None and not content.is_eof():
                     timer.reschedule(min(loop.time() + idle, deadline))
                 size += len(chunk)
                 if size > limit:

@@ -242,7 +242,10 @@ class Resilience:
             self._settle_probe(key)
         provider, conn = cand.provider.id, cand.connection.id
         state = self.state
-        if not state.success_is_noop(provider, conn, cand.model.id):  # else nothing to reset
+        if not (
+            state.success_is_noop(provider, conn, cand.model.id)
+            or await state.success_resets_nothing(provider, conn, cand.model.id)
+        ):  # else nothing to reset
             await self.breaker.on_success(provider, now)
             await self.cooldown.on_success(conn, now, cand.model.id)
             await self.lockout.on_success(LockKey(provider, conn, cand.model.id), now)

@@ -121,8 +121,14 @@ async def run_variant(
     await _detach_store(gw)
     started = time.perf_counter()  # noqa: TID251 - the report's wall time, never part of the results
     cpu = time.process_time()
-    gc.collect()
-    gc.freeze()  # the gateway's long-lived objects stay out of the collector's scans during the run
+    # The gateway's long-lived objects stay out of the collector's scans during the run. Not when
+    # something is frozen already (a server that froze its start-up objects runs this from the
+    # console): unfreezing would hand those back to the collector, and a full collection would stall
+    # the requests it is serving.
+    own_freeze = gc.get_freeze_count() == 0
+    if own_freeze:
+        gc.collect()
+        gc.freeze()
     try:
         breakers: list[dict[str, str]] = []
         sampler = asyncio.ensure_future(_sample_breakers(gw, clock, sample_s, breakers)) if sample_s else None
@@ -132,7 +138,8 @@ async def run_variant(
             if sampler is not None:
                 sampler.cancel()
     finally:
-        gc.unfreeze()
+        if own_freeze:
+            gc.unfreeze()
         await gw.stop()
     wall = time.perf_counter() - started  # noqa: TID251
     return RunResult(variant or "trace", model, results, wall, time.process_time() - cpu, breakers)

@@ -319,15 +319,28 @@ class RoutingState(StatePrimitives):
         if tables is None:
             return False
         breakers, cooldowns, locks, _ = tables
-        rb = breakers.get(provider)
-        if rb is not None and (rb.failures or rb.state is not _CLOSED):
-            return False
-        rc = cooldowns.get(connection_id)
-        if rc is not None and t.cooldown_on_success(rc, model) is not rc:
-            return False
-        return not locks or (
-            LockKey(provider, connection_id, model) not in locks
-            and LockKey(provider, connection_id, "*") not in locks
+        return _resets_nothing(
+            breakers.get(provider),
+            cooldowns.get(connection_id),
+            model,
+            bool(locks)
+            and (
+                LockKey(provider, connection_id, model) in locks
+                or LockKey(provider, connection_id, "*") in locks
+            ),
+        )
+
+    async def success_resets_nothing(self, provider: str, connection_id: str, model: str) -> bool:
+        """:meth:`success_is_noop`, answered with one read of the three records when the backend
+        cannot tell from this process (:attr:`local` is ``None``, e.g. Redis): one round trip
+        instead of one per record kind when nothing is to be reset, the common case (PERF-2). A
+        ``False`` means: make the atomic updates, whose result is the same in the no-op case."""
+        if self.local is not None:
+            return self.success_is_noop(provider, connection_id, model)
+        keys = (LockKey(provider, connection_id, model), LockKey(provider, connection_id, "*"))
+        breakers, cooldowns, locks = await self.get_ladder_records((provider,), (connection_id,), keys)
+        return _resets_nothing(
+            breakers.get(provider), cooldowns.get(connection_id), model, any(k in locks for k in keys)
         )
 
     # -- quota snapshots -----------------------------------------------------------------------
@@ -368,3 +381,14 @@ class RoutingState(StatePrimitives):
     async def set_json(self, key: str, value: Any, ttl_s: float | None = None) -> None:
         """Store a JSON-serialisable ``value`` under ``key``, optionally expiring after ``ttl_s``."""
         await self.set_bytes(key, orjson.dumps(value), ttl_s)
+
+
+def _resets_nothing(rb: BreakerRecord | None, rc: CooldownRecord | None, model: str, locked: bool) -> bool:
+    """A success of ``model`` changes no record: the breaker ``rb`` is absent or CLOSED with no
+    failures, the cooldown ``rc`` is absent or unchanged by that success, and no lockout of the model
+    (or of the whole connection) is held (``locked``)."""
+    if rb is not None and (rb.failures or rb.state is not _CLOSED):
+        return False
+    if rc is not None and t.cooldown_on_success(rc, model) is not rc:
+        return False
+    return not locked

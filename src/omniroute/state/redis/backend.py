@@ -115,6 +115,10 @@ INDEX_PRUNE_EVERY = 1024
 DEFAULT_TIMEOUT_S = 0.5
 """Default socket connect and per-command timeout: a dead Redis must not stall a request for long."""
 
+MAX_CONNECTIONS = 100
+"""Connections per replica's pool (redis-py's default size); past it a call waits for a free one, for
+at most the per-command timeout, instead of failing at once."""
+
 MAX_WATCH_RETRIES = 64
 """Optimistic-transaction attempts before :class:`StateContentionError` (never reached in practice:
 every conflict means another writer committed, and a loser re-runs on the winner's record)."""
@@ -233,12 +237,18 @@ class RedisRoutingState(RoutingState):
     def _client(self) -> aioredis.Redis:
         if self._client_obj is None:
             assert self._url is not None
-            self._client_obj = aioredis.Redis.from_url(
+            # A blocking pool: a call that finds every connection busy waits (up to ``timeout_s``)
+            # for one to come back instead of failing with "Too many connections", which under load
+            # would drop this replica to its in-process state and stop sharing it.
+            pool = aioredis.BlockingConnectionPool.from_url(
                 self._url,
+                max_connections=MAX_CONNECTIONS,
+                timeout=self._timeout_s,
                 socket_connect_timeout=self._connect_timeout_s,
                 socket_timeout=self._timeout_s,
                 retry=Retry(NoBackoff(), 1),
             )
+            self._client_obj = aioredis.Redis.from_pool(pool)
         return self._client_obj
 
     async def _eval(self, source: str, keys: list[str], args: list[Any]) -> Any:
