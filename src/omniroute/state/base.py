@@ -383,7 +383,9 @@ class RoutingState(StatePrimitives):
         await self.set_bytes(key, orjson.dumps(value), ttl_s)
 
 
-def _resets_nothing(rb: BreakerRecord | None, rc: CooldownRecord | None, model: str, locked: bool) -> bool:
+def _resets_nothing(
+    rb: BreakerRecord | None, rc: CooldownRecord | None, model: str, locked: bool
+) -> bool:
     """A success of ``model`` changes no record: the breaker ``rb`` is absent or CLOSED with no
     failures, the cooldown ``rc`` is absent or unchanged by that success, and no lockout of the model
     (or of the whole connection) is held (``locked``)."""
