@@ -22,7 +22,7 @@ from omniroute.api import embeddings
 from omniroute.api.admin import build_admin_app
 from omniroute.api.asgi import Message, Receive, Scope, Send, header_map, send_json
 from omniroute.api.models import list_models
-from omniroute.api.routes import GwHandler, route_table
+from omniroute.api.routes import FormatRoute, GwHandler, route_table
 from omniroute.clock import Clock
 from omniroute.config import Config, ConfigError
 from omniroute.errors import GatewayError, PayloadTooLarge
@@ -86,7 +86,7 @@ class OmniRouteApp:
                 return
             send = _with_request_id(send, self.gateway.request_id_for(header_map(scope)))
             if handler is not None:
-                await _method_not_allowed(scope, send)
+                await _method_not_allowed(scope, send, handler)
                 return
             if method == "GET" and (path == "/v1/models" or path.startswith("/v1/models/")):
                 await list_models(self.gateway, scope, receive, send)
@@ -302,14 +302,18 @@ def _capped(receive: Receive, limit: int) -> Receive:
     return wrapped
 
 
-async def _method_not_allowed(scope: Scope, send: Send) -> None:
+async def _method_not_allowed(scope: Scope, send: Send, handler: GwHandler) -> None:
+    """405 for a client route called with another method than POST, in that route's own error
+    shape (Anthropic clients get Anthropic's, Gemini clients Gemini's; OpenAI's otherwise)."""
     err = GatewayError(
         f"Method {scope['method']} not allowed on {scope['path']}; use POST.",
         status=405,
         code="method_not_allowed",
     )
     err.type = "invalid_request_error"
-    await send_json(send, 405, openai_error(err), [(b"allow", b"POST")])
+    client = handler.client if isinstance(handler, FormatRoute) else None
+    body = client.error_body(err) if client is not None else openai_error(err)
+    await send_json(send, 405, body, [(b"allow", b"POST")])
 
 
 def create_app(

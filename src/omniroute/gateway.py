@@ -31,10 +31,12 @@ from omniroute.accounting.ratelimit import RateLimits
 from omniroute.clock import Clock, SystemClock
 from omniroute.config import Config, ConfigError, load_config
 from omniroute.core.combo import Combo, ComboMapping
+from omniroute.core.egress import EgressPolicy
 from omniroute.deadlines import BodyDeadlines
 from omniroute.errors import AuthenticationFailed, ModelNotFound, PermissionDenied
 from omniroute.extensions import Extensions
 from omniroute.observe.access import note as note_access
+from omniroute.observe.accounting import accounting_writers, spool_gauge
 from omniroute.observe.batch import BatchWriter
 from omniroute.observe.metrics import Metrics
 from omniroute.providers.catalog import Catalog
@@ -45,6 +47,7 @@ from omniroute.routing.combos import combo_limits, log_shadowing
 from omniroute.routing.decision import Decision, expand_stored
 from omniroute.routing.engine import Engine, Outcome, RetrySettings, StreamOutcome
 from omniroute.routing.multicall import execute_multi_call, is_multi_call
+from omniroute.routing.permissions import allowed_candidates
 from omniroute.routing.plan import Planner
 from omniroute.routing.registry import Registry
 from omniroute.routing.resolve import check_alias_routes, resolve, resolve_route, with_context_1m_beta
@@ -75,6 +78,8 @@ DECISION_BACKLOG = 20_000
 """Decisions queued for the store at most; past it the oldest are dropped with a logged count
 (a decision is a diagnostic record; usage rows, which carry spend, keep the writer's larger bound)."""
 MAX_REQUEST_ID = 128
+#: client-supplied request ids remembered to refuse their reuse (≈ 10 MB at 128-character ids)
+CLAIMED_IDS_REMEMBERED = 100_000
 _REQUEST_ID_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:-")
 STORE_POLL_S = 2.0
 """How often (s) a running gateway checks the store for changes written by another process (the CLI,
@@ -115,6 +120,7 @@ class Gateway:
             limits=ReadLimits.from_mb(
                 config.upstream_limits.max_response_mb, config.upstream_limits.max_event_mb
             ),
+            policy=EgressPolicy.from_config(config.security),
         )
         # STORE-2: shared routing state in Redis when configured (degrades to local state), else local
         self.redis_state: ResilientRoutingState | None = None
@@ -164,6 +170,8 @@ class Gateway:
         self._unpriced_warned: set[str] = set()
         self._rid_prefix = os.urandom(6).hex()
         self._rid_counter = itertools.count(1)
+        # client-supplied request ids already used here (oldest first): a reused one is replaced
+        self._claimed_ids: OrderedDict[str, None] = OrderedDict()
         self.usage: BatchWriter[dict[str, Any]] | None = None
         self.decision_writer: BatchWriter[Decision] | None = None
         self.decisions: OrderedDict[str, Decision] = OrderedDict()
@@ -202,12 +210,20 @@ class Gateway:
             await self.redis_state.ready()
         if not background:
             return
-        self.usage = BatchWriter(self._write_usage, clock=self.clock, name="usage")
-        self.usage.start()
-        self.decision_writer = BatchWriter(
-            self._write_decisions, clock=self.clock, name="decisions", max_pending=DECISION_BACKLOG
+        assert self.store is not None
+        self.usage, self.decision_writer = accounting_writers(
+            self.clock,
+            data_dir,
+            self._write_usage,
+            self._write_decisions,
+            self.store.save_decisions,
+            decision_backlog=DECISION_BACKLOG,
         )
+        self.usage.start()
         self.decision_writer.start()
+        self.metrics.gauge_sources.append(
+            lambda: spool_gauge((("usage", self.usage), ("decisions", self.decision_writer)))
+        )
         self._store_watch = asyncio.create_task(self._watch_store(), name="store-watch")
         self._retention = RetentionPruner(self.store, self.clock, self.config.retention_days)
         self._retention.start()
@@ -317,6 +333,8 @@ class Gateway:
             await self._check_config_references(new, catalog, aliases=False)
             await bootstrap.load_config_into_store(new, self.store)
             self.config = new
+            if isinstance(self.client, UpstreamClient):  # a simulated client sends nowhere
+                self.client.policy = EgressPolicy.from_config(new.security)
             await self.refresh()
         log.info("configuration reloaded from %s", new.source_path)
 
@@ -542,14 +560,33 @@ class Gateway:
         if over is not None:
             raise over
 
+    def allowed_models_for(self, api_key_id: str | None) -> list[str] | None:
+        """The ``allowed_models`` globs of an API key (``None``: no key, or an unknown one)."""
+        if api_key_id is None:
+            return None
+        rec = self.keys_by_id.get(api_key_id)
+        return list(rec.get("allowed_models") or ["*"]) if rec is not None else None
+
     # -- requests ----------------------------------------------------------------------------
-    def request_id_for(self, headers: Mapping[str, str]) -> str:
+    def request_id_for(self, headers: Mapping[str, str], *, claim: bool = False) -> str:
         """The client's ``X-Request-Id`` when it is a usable id — at most 128 characters of
         ``A-Z a-z 0-9 . _ : -`` — else a new one (API-7). Ids are echoed in headers, stored and
-        looked up in ``/api/routing/decisions/{id}``, so anything else is replaced."""
+        looked up in ``/api/routing/decisions/{id}``, so anything else is replaced.
+
+        ``claim``: the id will key a stored decision and usage row (the client routes). A client id
+        is then used only once per process: an id this gateway has already used (another request's,
+        or the same client's again) gets a gateway-issued id instead, so no request can overwrite
+        another's decision; the client's own id is kept as ``client_request_id`` in the decision.
+        """
         rid = headers.get("x-request-id")
         if rid and len(rid) <= MAX_REQUEST_ID and _REQUEST_ID_CHARS.issuperset(rid):
-            return rid
+            if not claim:
+                return rid
+            if rid not in self._claimed_ids and rid not in self.decisions:
+                self._claimed_ids[rid] = None
+                if len(self._claimed_ids) > CLAIMED_IDS_REMEMBERED:
+                    self._claimed_ids.popitem(last=False)
+                return rid
         return self.new_request_id()
 
     def new_request_id(self) -> str:
@@ -567,6 +604,11 @@ class Gateway:
             decision = Decision(request_id=req.request_id, requested_model=req.model, ts=self.clock.time())
         plan = resolve(self.registry, req.model)
         decision.route = plan.route
+        client_rid = req.headers.get("x-request-id")
+        if client_rid:
+            decision.extra["client_request_id"] = client_rid[:MAX_REQUEST_ID]
+        if req.api_key_id:  # whose request it was: routing feedback is accepted from that key only
+            decision.extra["api_key_id"] = req.api_key_id
         if plan.context_1m:  # keep the [1m] intent; only Anthropic-format upstreams receive the header
             req.headers["anthropic-beta"] = with_context_1m_beta(req.headers.get("anthropic-beta"))
         if is_multi_call(plan.combo):  # fusion / pipeline call several models (COMBO-5, COMBO-6)
@@ -578,6 +620,9 @@ class Gateway:
         candidates, opts = await self.planner.candidates(plan, req, decision)
         req.reservation = await self.admit(req, candidates)
         try:
+            candidates = allowed_candidates(
+                self.allowed_models_for(req.api_key_id), candidates, decision, req.model
+            )
             out = await self.engine.run(
                 req,
                 candidates,
