@@ -31,8 +31,9 @@ log = logging.getLogger("omniroute.api")
 def routing_headers(
     req: ChatRequest, decision: Decision | None, overhead_ms: float, served: Any = None
 ) -> dict[str, str]:
-    """The API-7 headers: ``X-Request-Id`` and the ``X-OmniRoute-*`` routing headers."""
-    h = {"x-request-id": req.request_id}
+    """The API-7 headers: ``X-Request-Id`` and the ``X-OmniRoute-*`` routing headers; plus the
+    key's ``x-ratelimit-*`` headers when it has rate limits (API-8)."""
+    h = {"x-request-id": req.request_id, **req.rate_limit_headers}
     if decision is not None:
         if served is not None:
             h["x-omniroute-provider"] = served.provider.id
