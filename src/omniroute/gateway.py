@@ -27,6 +27,7 @@ import orjson
 from omniroute import bootstrap, wire
 from omniroute.accounting.admission import admit
 from omniroute.accounting.budget import Budgets
+from omniroute.accounting.members import multi_call_estimate_usd
 from omniroute.accounting.ratelimit import RateLimits
 from omniroute.clock import Clock, SystemClock
 from omniroute.config import Config, ConfigError, load_config
@@ -570,7 +571,8 @@ class Gateway:
         if plan.context_1m:  # keep the [1m] intent; only Anthropic-format upstreams receive the header
             req.headers["anthropic-beta"] = with_context_1m_beta(req.headers.get("anthropic-beta"))
         if is_multi_call(plan.combo):  # fusion / pipeline call several models (COMBO-5, COMBO-6)
-            req.reservation = await self.admit(req, ())
+            estimate = multi_call_estimate_usd(self.registry, req, plan.combo)
+            req.reservation = await self.admit(req, (), estimate)
             try:
                 return await execute_multi_call(self, req, plan, decision), decision
             finally:
@@ -591,11 +593,14 @@ class Gateway:
             self.remember(decision)
         return out, decision
 
-    async def admit(self, req: ChatRequest, candidates: Sequence[Candidate]) -> Any:
+    async def admit(
+        self, req: ChatRequest, candidates: Sequence[Candidate], estimate: float | None = None
+    ) -> Any:
         """The key's rate limits (429) and budget reservation (402) for ``req`` on ``candidates``
-        (:func:`omniroute.accounting.admission.admit`); returns the reservation or ``None``."""
+        (:func:`omniroute.accounting.admission.admit`; ``estimate`` in USD overrides the one-call
+        estimate); returns the reservation or ``None``."""
         rec = self.keys_by_id.get(req.api_key_id) if req.api_key_id else None
-        return await admit(self.budgets, self.rate_limits, rec, req, candidates)
+        return await admit(self.budgets, self.rate_limits, rec, req, candidates, estimate)
 
     def release_unsettled(self, req: ChatRequest) -> None:
         """Release ``req``'s budget reservation if no usage row settled it (a request that ended on an

@@ -188,9 +188,7 @@ async def add_connection(store: Store, catalog: Catalog, body: ConnectionIn) -> 
     return conn
 
 
-def check_provider(
-    body: ProviderIn, catalog: Catalog, formats: Sequence[WireFormat] = wire.FORMATS
-) -> None:
+def check_provider(body: ProviderIn, catalog: Catalog, formats: Sequence[WireFormat] = wire.FORMATS) -> None:
     """``format`` must be one providers speak among ``formats`` (the registry plus a gateway's
     extensions) and a provider the catalog does not know needs a ``base_url``; raises
     :class:`InvalidRequest` naming the field."""

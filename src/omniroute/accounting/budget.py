@@ -16,8 +16,9 @@ until the key's period ends. The database's
 ``spent_usd`` is kept up to date in both cases (the usage writer adds each batch), so listings and a
 Redis that lost its keys start from the stored spend.
 
-Fusion and pipeline combos reserve nothing up front (their member calls are not known before they
-run); they are admitted while spend plus reservations is under the cap and charged in full after.
+Fusion and pipeline combos reserve the sum of one estimate per member call
+(:func:`omniroute.accounting.members.multi_call_estimate_usd`) and are settled with the cost of all
+their calls.
 """
 
 from __future__ import annotations
@@ -39,7 +40,16 @@ if TYPE_CHECKING:
     from omniroute.state.redis import RedisRoutingState
     from omniroute.store import Store
 
-__all__ = ["ESTIMATE_OUTPUT_CAP", "Budgets", "Reservation", "budget_error", "estimate_tokens", "estimate_usd"]
+__all__ = [
+    "ESTIMATE_OUTPUT_CAP",
+    "Budgets",
+    "Reservation",
+    "asked_output",
+    "budget_error",
+    "estimate_tokens",
+    "estimate_usd",
+    "prompt_tokens",
+]
 
 log = logging.getLogger("omniroute.budget")
 
@@ -134,7 +144,7 @@ class Reservation:
     rid: str = ""
 
 
-def _asked_output(req: ChatRequest) -> int | None:
+def asked_output(req: ChatRequest) -> int | None:
     """Output tokens the request allows: ``max_completion_tokens``/``max_tokens``; 0 for an
     embeddings request (no output); ``None`` when unbounded."""
     body = req.body
@@ -144,7 +154,7 @@ def _asked_output(req: ChatRequest) -> int | None:
     return asked if isinstance(asked, int) and not isinstance(asked, bool) and asked > 0 else None
 
 
-def _prompt_tokens(req: ChatRequest) -> int:
+def prompt_tokens(req: ChatRequest) -> int:
     """Estimated prompt tokens: the chat estimate, or ``chars / 4`` of an embeddings ``input``."""
     body = req.body
     if "messages" not in body and "input" in body:
@@ -158,7 +168,7 @@ def estimate_usd(req: ChatRequest, candidates: Iterable[Candidate]) -> float:
     tokens are the request's ``max_completion_tokens``/``max_tokens``, else
     :data:`ESTIMATE_OUTPUT_CAP`, never more than the model's maximum output (none for embeddings).
     Unknown prices count 0."""
-    asked_out = _asked_output(req)
+    asked_out = asked_output(req)
     prompt = -1
     best = 0.0
     for cand in candidates:
@@ -166,7 +176,7 @@ def estimate_usd(req: ChatRequest, candidates: Iterable[Candidate]) -> float:
         if not m.price_known:
             continue
         if prompt < 0:
-            prompt = _prompt_tokens(req)
+            prompt = prompt_tokens(req)
         prices = m.token_prices(prompt)
         if prices is None:
             continue
@@ -395,9 +405,9 @@ def estimate_tokens(req: ChatRequest, candidates: Iterable[Candidate]) -> int:
     """Tokens a call counts against a tokens-per-minute limit before it runs: estimated prompt tokens
     plus ``max_completion_tokens``/``max_tokens`` (else :data:`ESTIMATE_OUTPUT_CAP`), capped at the
     largest maximum output among ``candidates`` — as OpenAI counts requests against its own limits."""
-    asked = _asked_output(req)
+    asked = asked_output(req)
     out = ESTIMATE_OUTPUT_CAP if asked is None else asked
     most = max((c.model.max_output_tokens or 0 for c in candidates), default=0)
     if most:
         out = min(out, most)
-    return _prompt_tokens(req) + out
+    return prompt_tokens(req) + out
