@@ -215,3 +215,14 @@ def test_the_day_groups_by_provider_and_model_and_leaves_out_the_day_before(
     by_day = {d["day"]: d["cost_usd"] for d in both["data"]}
     assert by_day["2026-11-16"] == pytest.approx(YESTERDAY[5], abs=1e-9)
     assert by_day["2026-11-17"] == pytest.approx(sum(t[5] for t in TRAFFIC), abs=1e-9)
+
+
+def test_openapi_documents_the_summary_groups_and_token_classes(gw: GatewayThread) -> None:
+    spec = httpx.get(f"{gw.url}/openapi.json", timeout=10).json()
+    op = spec["paths"]["/api/usage/summary"]["get"]
+    params = {p["name"]: p for p in op["parameters"]}
+    assert {"group_by", "since", "until"} <= params.keys()
+    assert "provider" in params["group_by"]["description"] and "day" in params["group_by"]["description"]
+    group = spec["components"]["schemas"]["UsageGroup"]["properties"]
+    for field in ("key", "model", "provider", "day", "cached_tokens", "cache_write_1h_tokens", "cost_usd"):
+        assert field in group, field
