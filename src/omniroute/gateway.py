@@ -27,7 +27,6 @@ import orjson
 from omniroute import bootstrap, wire
 from omniroute.accounting.admission import admit
 from omniroute.accounting.budget import Budgets
-from omniroute.accounting.members import multi_call_estimate_usd
 from omniroute.accounting.ratelimit import RateLimits
 from omniroute.clock import Clock, SystemClock
 from omniroute.config import Config, ConfigError, load_config
@@ -45,6 +44,7 @@ from omniroute.routing.auto.listing import auto_models
 from omniroute.routing.combos import combo_limits, log_shadowing
 from omniroute.routing.decision import Decision, expand_stored
 from omniroute.routing.engine import Engine, Outcome, RetrySettings, StreamOutcome
+from omniroute.routing.member_estimate import multi_call_estimate_usd
 from omniroute.routing.multicall import execute_multi_call, is_multi_call
 from omniroute.routing.plan import Planner
 from omniroute.routing.registry import Registry

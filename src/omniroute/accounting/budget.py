@@ -17,7 +17,7 @@ until the key's period ends. The database's
 Redis that lost its keys start from the stored spend.
 
 Fusion and pipeline combos reserve the sum of one estimate per member call
-(:func:`omniroute.accounting.members.multi_call_estimate_usd`) and are settled with the cost of all
+(:func:`omniroute.routing.member_estimate.multi_call_estimate_usd`) and are settled with the cost of all
 their calls.
 """
 
