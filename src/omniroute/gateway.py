@@ -656,6 +656,8 @@ class Gateway:
         if member is None:  # a member call is part of its request, observed once by the main row
             self.metrics.observe_request(decision, status, cand, usage, latency_ms, ttft_ms, cost)
             release = self.budgets.settle(req.reservation, cost if charge else 0.0)
+        elif charge:  # a failed multi-call request's member: its own row carries the cost
+            self.budgets.note_member_charge(req.reservation, cost)
         rec = self.keys_by_id.get(req.api_key_id) if req.api_key_id else None
         self.usage.put(
             row := {

@@ -8,6 +8,10 @@ out. The prompt ``hi`` is estimated at 4 tokens; every call may answer ``max_tok
 
 from __future__ import annotations
 
+import os
+import socket
+import urllib.parse
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -99,3 +103,53 @@ def test_a_fusion_is_settled_at_its_real_cost_so_the_next_one_fits(gt: GatewayTh
         rows = httpx.get(f"{gt.url}/api/usage", params={"key": "roomy"}, timeout=10).json()["data"]
     charged = [row for row in rows if row["member"] is None]
     assert len(charged) == 2 and all(0 < row["cost_usd"] < FUSION_USD for row in charged)
+
+
+REDIS_URL = os.environ.get("OMNIROUTE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+
+
+def _redis_up() -> bool:
+    parts = urllib.parse.urlsplit(REDIS_URL)
+    try:
+        with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 6379), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not _redis_up(), reason="needs Redis on loopback")
+def test_a_failed_fusion_counts_its_members_cost_in_the_shared_redis_budget(
+    make_gateway: Callable[..., GatewayThread], fakes: dict[str, FakeProviderThread]
+) -> None:
+    """The panel answers (their rows charge the key: no main row carries their cost), the judge fails:
+    the budget in Redis holds the panel's cost, so the next fusion no longer fits."""
+    combos = [
+        {
+            "name": "panel",
+            "strategy": "fusion",
+            "targets": [{"model": "local-o/model-o"}, {"model": "local-c/model-c"}],
+            "config": {"judgeModel": "local-g/model-g", "maxRetries": 0},
+        }
+    ]
+    prefix = f"mc{uuid.uuid4().hex[:8]}"
+    gt = make_gateway(
+        {
+            "redis_url": f"{REDIS_URL}?prefix={prefix}",
+            "combos": combos,
+            "api_keys": [{"name": "shared", "key": key("shared"), "budget_usd": 0.151}],
+        }
+    )
+    fakes["o"].set_behaviour("model-o", "prompt-100000")  # $0.10 of input
+    fakes["c"].set_behaviour("model-c", "prompt-100000")  # $0.05 of input
+    fakes["g"].set_behaviour("model-g", "fail-500")
+    try:
+        r = chat(gt, "shared", "panel")
+        assert r.status_code >= 500, r.text
+        gt.call(lambda gw: gw.budgets.drain())  # the settlement runs in the background
+        again = chat(gt, "shared", "panel")
+        assert again.status_code == 402, again.text
+        spent = again.json()["budget"]["spent_usd"]
+        assert 0.15 < spent < 0.1501  # both panel answers: 100k prompt tokens each plus a few output
+    finally:
+        for n, m in (("o", "model-o"), ("c", "model-c"), ("g", "model-g")):
+            fakes[n].set_behaviour(m, "")

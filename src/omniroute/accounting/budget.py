@@ -133,7 +133,9 @@ still finds its reservation to release."""
 @dataclass(slots=True)
 class Reservation:
     """One call's hold on its key's budget: ``estimate_usd`` reserved in the period starting at
-    ``period_start`` (epoch s), in Redis (``in_redis``) or in the database; ``settled`` once released."""
+    ``period_start`` (epoch s), in Redis (``in_redis``) or in the database; ``settled`` once released.
+    ``members_usd`` is what member calls of a failed fusion or pipeline request charged in their own
+    usage rows (no main row carries their cost): the Redis settlement adds it to the spend."""
 
     key_id: str
     estimate_usd: float
@@ -142,6 +144,7 @@ class Reservation:
     in_redis: bool
     settled: bool = False
     rid: str = ""
+    members_usd: float = 0.0
 
 
 def asked_output(req: ChatRequest) -> int | None:
@@ -314,8 +317,16 @@ class Budgets:
         res.settled = True
         if not res.in_redis:
             return res.estimate_usd
-        self._spawn(self._settle_redis(res, cost_usd))
+        self._spawn(self._settle_redis(res, cost_usd + res.members_usd))
         return 0.0
+
+    @staticmethod
+    def note_member_charge(res: Reservation | None, cost_usd: float) -> None:
+        """Remember ``cost_usd`` (USD) charged by a member call's own usage row against ``res``, so the
+        Redis settlement counts it (the database counts the row itself); a no-op without a reservation
+        or once settled."""
+        if res is not None and not res.settled:
+            res.members_usd += cost_usd
 
     async def _settle_redis(self, res: Reservation, cost_usd: float) -> None:
         from omniroute.state.redis.backend import FAILURES
