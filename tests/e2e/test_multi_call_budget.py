@@ -27,8 +27,11 @@ FUSION_USD = ((P * 1.0 + OUT * 2.0) + (P * 0.5 + OUT * 1.0) + ((P + 2 * OUT) * 1
 # pipeline: step 1 o reads P, step 2 c reads step 1's answer (OUT)
 PIPELINE_USD = ((P * 1.0 + OUT * 2.0) + (OUT * 0.5 + OUT * 1.0)) / 1e6
 SINGLE_O_USD = (P * 1.0 + OUT * 2.0) / 1e6
+# agentic pipeline (planner o, executor c): the planner's decision on P, then the dearer of the
+# planner's answer and the executor, each reading P plus the decision (OUT)
+AGENTIC_USD = ((P * 1.0 + OUT * 2.0) + max((P + OUT) * 1.0 + OUT * 2.0, (P + OUT) * 0.5 + OUT * 1.0)) / 1e6
 
-KEYS = {"tight": 0.005, "pipe": 0.003, "roomy": 0.0075}
+KEYS = {"tight": 0.005, "pipe": 0.003, "roomy": 0.0075, "agent": 0.004}
 
 
 def key(name: str) -> str:
@@ -48,6 +51,12 @@ def gt(make_gateway: Callable[..., GatewayThread]) -> GatewayThread:
             "name": "chain",
             "strategy": "pipeline",
             "targets": [{"model": "local-o/model-o"}, {"model": "local-c/model-c"}],
+        },
+        {
+            "name": "agent",
+            "strategy": "pipeline",
+            "targets": [{"model": "local-o/model-o"}, {"model": "local-c/model-c"}],
+            "config": {"agenticOrchestration": {"enabled": True}},
         },
     ]
     keys = [{"name": n, "key": key(n), "budget_usd": usd} for n, usd in KEYS.items()]
@@ -89,6 +98,17 @@ def test_a_pipeline_reserves_the_sum_of_its_steps(
     r = chat(gt, "pipe", "chain")
     assert r.status_code == 402, r.text
     assert f"needs up to ${PIPELINE_USD:.6f}".rstrip("0") in r.json()["error"]["message"]
+    assert upstream_calls(fakes) == before
+
+
+def test_an_agentic_pipeline_reserves_its_planner_and_executor_calls(
+    gt: GatewayThread, fakes: dict[str, FakeProviderThread]
+) -> None:
+    assert SINGLE_O_USD < KEYS["agent"] < AGENTIC_USD
+    before = upstream_calls(fakes)
+    r = chat(gt, "agent", "agent")
+    assert r.status_code == 402, r.text
+    assert f"needs up to ${AGENTIC_USD:.6f}".rstrip("0") in r.json()["error"]["message"]
     assert upstream_calls(fakes) == before
 
 
