@@ -12,6 +12,7 @@ import httpx
 import openai
 import pytest
 
+from omniroute.testing import FakeProviderThread
 from omniroute.testing.gateway import GatewayThread
 
 BOTH = "sk-limited-both-0123456789abcdef"
@@ -87,3 +88,28 @@ def test_a_key_without_limits_gets_no_rate_limit_headers(gt: GatewayThread) -> N
     )
     assert raw.status_code == 200
     assert not [h for h in raw.headers if h.lower().startswith("x-ratelimit")]
+
+
+def test_a_stream_whose_headers_go_out_before_its_first_token_carries_them(
+    make_gateway: Callable[..., GatewayThread], fakes: dict[str, FakeProviderThread]
+) -> None:
+    """A slow first token: the 200 headers go out early (before the route is known), the rate-limit
+    headers with them."""
+    gt = make_gateway(
+        {
+            "api_keys": [{"name": "both", "key": BOTH, "rpm": 3, "tpm": 1000}],
+            "server": {"stream_keepalive_s": 0.2},
+        }
+    )
+    fakes["o"].set_behaviour("model-o", "slow-ttft-2000")
+    try:
+        client = openai.OpenAI(base_url=gt.base_url, api_key=BOTH, max_retries=0)
+        with client.chat.completions.with_streaming_response.create(
+            model="local-o/model-o", messages=MSG, max_tokens=10, stream=True
+        ) as raw:
+            assert "x-omniroute-provider" not in raw.headers  # the early headers
+            assert raw.headers["x-ratelimit-remaining-requests"] == "2"
+            assert raw.headers["x-ratelimit-limit-tokens"] == "1000"
+            assert "[DONE]" in raw.read().decode()
+    finally:
+        fakes["o"].set_behaviour("model-o", "")
