@@ -46,6 +46,7 @@ from omniroute.routing.auto.listing import auto_models
 from omniroute.routing.combos import combo_limits, log_shadowing
 from omniroute.routing.decision import Decision, expand_stored
 from omniroute.routing.engine import Engine, Outcome, RetrySettings, StreamOutcome
+from omniroute.routing.member_estimate import multi_call_estimate_usd
 from omniroute.routing.multicall import execute_multi_call, is_multi_call
 from omniroute.routing.permissions import allowed_candidates
 from omniroute.routing.plan import Planner
@@ -612,7 +613,8 @@ class Gateway:
         if plan.context_1m:  # keep the [1m] intent; only Anthropic-format upstreams receive the header
             req.headers["anthropic-beta"] = with_context_1m_beta(req.headers.get("anthropic-beta"))
         if is_multi_call(plan.combo):  # fusion / pipeline call several models (COMBO-5, COMBO-6)
-            req.reservation = await self.admit(req, ())
+            estimate = multi_call_estimate_usd(self.registry, req, plan.combo)
+            req.reservation = await self.admit(req, (), estimate)
             try:
                 return await execute_multi_call(self, req, plan, decision), decision
             finally:
@@ -636,11 +638,14 @@ class Gateway:
             self.remember(decision)
         return out, decision
 
-    async def admit(self, req: ChatRequest, candidates: Sequence[Candidate]) -> Any:
+    async def admit(
+        self, req: ChatRequest, candidates: Sequence[Candidate], estimate: float | None = None
+    ) -> Any:
         """The key's rate limits (429) and budget reservation (402) for ``req`` on ``candidates``
-        (:func:`omniroute.accounting.admission.admit`); returns the reservation or ``None``."""
+        (:func:`omniroute.accounting.admission.admit`; ``estimate`` in USD overrides the one-call
+        estimate); returns the reservation or ``None``."""
         rec = self.keys_by_id.get(req.api_key_id) if req.api_key_id else None
-        return await admit(self.budgets, self.rate_limits, rec, req, candidates)
+        return await admit(self.budgets, self.rate_limits, rec, req, candidates, estimate)
 
     def release_unsettled(self, req: ChatRequest) -> None:
         """Release ``req``'s budget reservation if no usage row settled it (a request that ended on an
@@ -696,6 +701,8 @@ class Gateway:
         if member is None:  # a member call is part of its request, observed once by the main row
             self.metrics.observe_request(decision, status, cand, usage, latency_ms, ttft_ms, cost)
             release = self.budgets.settle(req.reservation, cost if charge else 0.0)
+        elif charge:  # a failed multi-call request's member: its own row carries the cost
+            self.budgets.note_member_charge(req.reservation, cost)
         rec = self.keys_by_id.get(req.api_key_id) if req.api_key_id else None
         self.usage.put(
             row := {
