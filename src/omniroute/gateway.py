@@ -22,8 +22,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import orjson
-
 from omniroute import bootstrap, wire
 from omniroute.accounting.admission import admit
 from omniroute.accounting.budget import Budgets
@@ -44,7 +42,7 @@ from omniroute.providers.upstream import AttemptTimeouts, ReadLimits, UpstreamCl
 from omniroute.references import stored_problems, warn_stored_problems
 from omniroute.routing.auto.listing import auto_models
 from omniroute.routing.combos import combo_limits, log_shadowing
-from omniroute.routing.decision import Decision, expand_stored
+from omniroute.routing.decision import Decision, StoredDecision, expand_stored
 from omniroute.routing.engine import Engine, Outcome, RetrySettings, StreamOutcome
 from omniroute.routing.member_estimate import multi_call_estimate_usd
 from omniroute.routing.multicall import execute_multi_call, is_multi_call
@@ -78,6 +76,13 @@ SERIALISE_SLICE_S = 0.002
 DECISION_BACKLOG = 20_000
 """Decisions queued for the store at most; past it the oldest are dropped with a logged count
 (a decision is a diagnostic record; usage rows, which carry spend, keep the writer's larger bound)."""
+DECISION_COMPACT_AFTER = 256
+"""Decisions queued for the store past which a newly finished one is queued (and held for
+``/api/routing/decisions/{id}``) in its stored form, :class:`StoredDecision` — the JSON bytes the writer
+would write, ≈ 10.7 kB in one allocation — instead of as a :class:`Decision` holding its ≈ 50 scoring
+records (≈ 20 kB in ≈ 150 objects). A store that falls behind then holds only what it will write, and the
+allocator keeps no peak of scoring records afterwards (PERF-5; measured with ``bench memdiff``). Below
+it, serialisation stays off the request path (PERF-1 p99)."""
 MAX_REQUEST_ID = 128
 #: client-supplied request ids remembered to refuse their reuse (≈ 10 MB at 128-character ids)
 CLAIMED_IDS_REMEMBERED = 100_000
@@ -174,8 +179,9 @@ class Gateway:
         # client-supplied request ids already used here (oldest first): a reused one is replaced
         self._claimed_ids: OrderedDict[str, None] = OrderedDict()
         self.usage: BatchWriter[dict[str, Any]] | None = None
-        self.decision_writer: BatchWriter[Decision] | None = None
-        self.decisions: OrderedDict[str, Decision] = OrderedDict()
+        self.decision_writer: BatchWriter[Decision | StoredDecision] | None = None
+        self.decisions: OrderedDict[str, Decision | StoredDecision] = OrderedDict()
+        self.decision_compact_after = DECISION_COMPACT_AFTER
         self.started_at = self.clock.time()
         self.metrics = Metrics()
         self.draining = False  # set on SIGTERM: readiness answers 503 while requests in flight finish
@@ -654,12 +660,18 @@ class Gateway:
 
     def remember(self, decision: Decision) -> None:
         """Queue the decision for the store and keep it in memory until it is stored, so
-        ``GET /api/routing/decisions/{id}`` finds it at once (OBS-2)."""
-        self.decisions[decision.request_id] = decision
+        ``GET /api/routing/decisions/{id}`` finds it at once (OBS-2). Past
+        :attr:`decision_compact_after` queued decisions it is kept in its stored form instead
+        (:data:`DECISION_COMPACT_AFTER`), so a backlog holds no engine objects."""
+        writer = self.decision_writer
+        held: Decision | StoredDecision = decision
+        if writer is not None and len(writer) >= self.decision_compact_after:
+            held = StoredDecision.of(decision)
+        self.decisions[decision.request_id] = held
         if len(self.decisions) > DECISIONS_IN_MEMORY:
             self.decisions.popitem(last=False)
-        if self.decision_writer is not None:
-            self.decision_writer.put(decision)
+        if writer is not None:
+            writer.put(held)
 
     async def get_decision(self, request_id: str) -> dict[str, Any] | None:
         """The decision of ``request_id`` as JSON (OBS-2): from memory while it waits to be stored,
@@ -751,7 +763,7 @@ class Gateway:
             cand.model_str,
         )
 
-    async def _write_decisions(self, batch: list[Decision]) -> None:
+    async def _write_decisions(self, batch: list[Decision | StoredDecision]) -> None:
         """Decision sink: serialised here, off the request path (OBS-2), in stretches of at most
         :data:`SERIALISE_SLICE_S` between yields to the event loop, so a burst of auto decisions
         (50 scored candidates each) never holds requests up for long (PERF-1 p99) while the writer
@@ -763,7 +775,7 @@ class Gateway:
         cpu = time.perf_counter  # noqa: TID251 - slices CPU work for the event loop: real time by nature
         started = cpu()
         for d in batch:
-            items.append((d.request_id, d.ts, orjson.dumps(d.to_stored(), option=orjson.OPT_NON_STR_KEYS)))
+            items.append(d if isinstance(d, StoredDecision) else StoredDecision.of(d))
             if cpu() - started > SERIALISE_SLICE_S:
                 await self.clock.sleep(0)  # a yield to the event loop
                 started = cpu()

@@ -58,6 +58,10 @@ class BatchWriter(Generic[T]):
         self.written = 0
         self.dropped = 0
 
+    def __len__(self) -> int:
+        """Rows queued and not yet written."""
+        return len(self._pending)
+
     def put(self, row: T) -> None:
         """Queue one row; O(1), never blocks (hot path)."""
         if len(self._pending) == self._pending.maxlen:
