@@ -54,3 +54,16 @@ def test_a_decision_without_packed_rows_is_stored_as_served() -> None:
     d.candidates.append({"provider": "a", "model": "m", "connection": "c"})
     assert d.to_stored() == d.to_dict()
     assert expand_stored(orjson.loads(orjson.dumps(d.to_stored()))) == orjson.loads(orjson.dumps(d.to_dict()))
+
+
+async def test_a_compacted_decision_spools_to_the_same_row_as_the_whole_one() -> None:
+    """A decision queued in its stored form (behind a store backlog) is written to the on-disk spool
+    like the whole decision when the database refuses it: same request id, time and JSON."""
+    from omniroute.observe.accounting import encode_decisions
+    from omniroute.routing.decision import StoredDecision
+
+    gw = make_gw([provider(p, f"m-{p}", 1.0 + i, 2.0) for i, p in enumerate("abc")])
+    _, _, d = await plan(gw)
+    whole, compact = encode_decisions([d, StoredDecision.of(d)])
+    assert compact == whole
+    assert orjson.loads(compact["data"]) == orjson.loads(orjson.dumps(d.to_stored()))

@@ -13,22 +13,28 @@ from prometheus_client.metrics_core import GaugeMetricFamily
 from omniroute.clock import Clock
 from omniroute.observe.batch import BatchWriter
 from omniroute.observe.spool import Spool
+from omniroute.routing.decision import StoredDecision
 
 if TYPE_CHECKING:
     from omniroute.routing.decision import Decision
 
 UsageSink = Callable[[list[dict[str, Any]]], Awaitable[None]]
-DecisionSink = Callable[[list["Decision"]], Awaitable[None]]
+DecisionSink = Callable[[list["Decision | StoredDecision"]], Awaitable[None]]
 SaveDecisions = Callable[[Iterable[tuple[str, float, bytes]]], Awaitable[None]]
 
 
-def encode_decisions(batch: list[Decision]) -> list[dict[str, Any]]:
-    """Decisions as spool rows ``{request_id, ts, data}`` (``data``: the stored JSON text)."""
+def encode_decisions(batch: list[Decision | StoredDecision]) -> list[dict[str, Any]]:
+    """Decisions (whole or already serialised) as spool rows ``{request_id, ts, data}`` (``data``:
+    the stored JSON text)."""
     return [
         {
             "request_id": d.request_id,
             "ts": d.ts,
-            "data": orjson.dumps(d.to_stored(), option=orjson.OPT_NON_STR_KEYS).decode(),
+            "data": (
+                d.payload
+                if isinstance(d, StoredDecision)
+                else orjson.dumps(d.to_stored(), option=orjson.OPT_NON_STR_KEYS)
+            ).decode(),
         }
         for d in batch
     ]
@@ -42,7 +48,7 @@ def accounting_writers(
     save_decisions: SaveDecisions,
     *,
     decision_backlog: int,
-) -> tuple[BatchWriter[dict[str, Any]], BatchWriter[Decision]]:
+) -> tuple[BatchWriter[dict[str, Any]], BatchWriter[Decision | StoredDecision]]:
     """The usage and decision writers, each spooling what the database refuses to
     ``<data_dir>/spool/{usage,decisions}.jsonl`` (``./data/spool`` without a data directory) and
     replaying it through ``write_usage`` / ``save_decisions``. Not started."""
@@ -59,7 +65,7 @@ def accounting_writers(
         encode=list,
         replay=write_usage,
     )
-    decisions = BatchWriter(
+    decisions: BatchWriter[Decision | StoredDecision] = BatchWriter(
         write_decisions,
         clock=clock,
         name="decisions",
