@@ -1,4 +1,4 @@
-"""Micro-benchmarks (issue 8 item 2), run apart from the test suite: ``python -m bench micro``.
+"""Micro-benchmarks, run apart from the test suite: ``python -m bench micro``.
 
 Timed with a small ``timeit``-style harness (median of repeats, per call, microseconds) so they run
 anywhere the project's venv runs, pytest-benchmark or not:

@@ -1,4 +1,4 @@
-"""``python -m bench run``: the whole benchmark in one run on one machine (issue 8 item 1).
+"""``python -m bench run``: the whole benchmark in one run on one machine.
 
 1. the fast upstream starts once, pinned with the load generator and this harness to CPU 1;
 2. per repetition, each server under test starts alone on CPU 0 — (a) none (direct), (b) the bare

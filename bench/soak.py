@@ -1,4 +1,4 @@
-"""The sustained run (issue 8 item 3, PERF-5): 200,000 requests through a fresh gateway while its RSS is
+"""The sustained run (PERF-5): 200,000 requests through a fresh gateway while its RSS is
 sampled every second; the benchmark fails (exit code 1) when RSS grows more than 10 %.
 
 The mix rotates over ``provider/model``, the combo (and ``auto`` when it answers), streaming and not, at

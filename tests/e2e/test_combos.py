@@ -1,5 +1,5 @@
 """Combos through the HTTP API with fake providers O, C, G (one healthy connection each unless said;
-combos use maxRetries 0): every acceptance case of issue 4 — the 19 strategies (COMBO-3), COMBO-4
+combos use maxRetries 0): every acceptance case — the 19 strategies (COMBO-3), COMBO-4
 options, SPEC §4 resolution with mappings, nested refs, edits on the next request, API-2 limits and
 the RESIL-7 exhaustion diagnostics for every strategy."""
 

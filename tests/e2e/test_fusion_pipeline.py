@@ -1,5 +1,5 @@
 """Fusion (COMBO-5), pipeline and agentic orchestration (COMBO-6) end to end against the fake providers
-(seed 001 "Fusion Strategy", "Agentic pipeline mode"; issue 7 acceptance cases).
+(seed 001 "Fusion Strategy", "Agentic pipeline mode").
 
 Panel answers and planner decisions are scripted with the fakes' ``answer-TEXT`` directive, set per
 model with ``FakeProviderThread.set_behaviour`` (cleared after each test) so the routed model ids stay
