@@ -135,7 +135,11 @@ def usage_export(
     from omniroute.simulate.workload import write_trace
 
     records = asyncio.run(_usage_trace(load_or_exit(config)))
-    n = write_trace(records, file)
+    try:
+        n = write_trace(records, file)
+    except OSError as exc:
+        err_console.print(f"[red]Cannot write {file}:[/red] {exc.strerror or exc}")
+        raise typer.Exit(2) from None
     console.print(f"Wrote {n} requests to {file}.")
 
 
