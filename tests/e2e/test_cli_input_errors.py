@@ -46,3 +46,51 @@ def test_combos_create_from_a_missing_or_invalid_json_file_is_a_one_line_error(t
     out = _cli(cfg, "combos", "create", "c1", "--json", str(arr))
     assert out.exit_code == 2, out.output
     assert "JSON object" in out.output
+
+
+def test_keys_create_refuses_a_negative_budget_as_the_api_does(tmp_path: Path) -> None:
+    cfg = _config(tmp_path)
+    out = _cli(cfg, "keys", "create", "cli4", "--budget", "-1")
+    assert out.exit_code == 2, out.output
+    assert "--budget: Input should be greater than or equal to 0" in " ".join(out.output.split())
+    assert "cli4" not in _cli(cfg, "keys", "list").output
+
+
+def test_keys_update_error_has_no_pydantic_prefix(tmp_path: Path) -> None:
+    cfg = _config(tmp_path)
+    assert _cli(cfg, "keys", "create", "k1").exit_code == 0
+    out = _cli(cfg, "keys", "update", "k1", "--expires", "tomorrow")
+    assert out.exit_code == 2, out.output
+    text = " ".join(out.output.split())
+    assert "--expires: must be epoch seconds or an ISO 8601 date-time" in text
+    assert "Value error" not in text
+
+
+def test_revoking_an_already_revoked_key_says_so(tmp_path: Path) -> None:
+    cfg = _config(tmp_path)
+    assert _cli(cfg, "keys", "create", "k1").exit_code == 0
+    first = _cli(cfg, "keys", "revoke", "k1")
+    assert first.exit_code == 0 and "Revoked 'k1'" in first.output
+    again = _cli(cfg, "keys", "revoke", "k1")
+    assert again.exit_code == 1
+    assert "already revoked" in again.output
+
+
+def test_connections_add_priority_is_an_integer_option(tmp_path: Path) -> None:
+    cfg = _config(tmp_path)
+    helptext = " ".join(_cli(cfg, "connections", "add", "--help").output.split())
+    assert "--priority <int>" in helptext and "<str>" not in helptext.split("--priority")[1][:40]
+    out = _cli(cfg, "connections", "add", "x1", "--provider", "openai", "--priority", "high")
+    assert out.exit_code == 2 and "priority: 'high' is not an integer" in out.output
+
+
+def test_simulate_refuses_an_unknown_variant(tmp_path: Path) -> None:
+    out = CliRunner().invoke(
+        cli_app,
+        ["simulate", "--scenario", "outage", "--limit", "20", "--compare", "priority,bogus-strategy",
+         "--no-progress"],
+        env={"COLUMNS": "200"},
+    )  # fmt: skip
+    assert out.exit_code == 2, out.output
+    assert "unknown variant 'bogus-strategy'" in out.output
+    assert "%" not in out.output  # nothing was replayed

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -74,6 +75,19 @@ def connections_list(config: ConfigOpt = None) -> None:
     for row in connections:
         table.add_row(*row)
     console.print(table)
+
+
+def _field_int(field: str) -> Callable[[str], int]:
+    """A parser of an integer option whose error names the API field, as the shared validation would
+    (``priority: 'high' is not an integer``)."""
+
+    def parse(value: str) -> int:
+        try:
+            return int(value)
+        except (TypeError, ValueError):
+            raise typer.BadParameter(f"{field}: {value!r} is not an integer") from None
+
+    return parse
 
 
 def _fail(what: str, exc: Exception) -> NoReturn:
@@ -148,12 +162,17 @@ def connections_add(
     default_model: Annotated[
         str | None, typer.Option(help="Model used when a request names only the provider.")
     ] = None,
-    priority: Annotated[str, typer.Option(help="Lower is tried first.")] = "1",
+    priority: Annotated[
+        int, typer.Option(help="Lower is tried first.", parser=_field_int("priority"), metavar="<int>")
+    ] = 1,
     name: Annotated[str | None, typer.Option(help="Display name (default: the id).")] = None,
     tag: Annotated[
         list[str] | None, typer.Option("--tag", help="A tag for tag routing (repeatable).")
     ] = None,
-    max_concurrent: Annotated[str | None, typer.Option(help="Cap on requests in flight.")] = None,
+    max_concurrent: Annotated[
+        int | None,
+        typer.Option(help="Cap on requests in flight.", parser=_field_int("max_concurrent"), metavar="<int>"),
+    ] = None,
     inactive: Annotated[bool, typer.Option("--inactive", help="Store it disabled.")] = False,
     config: ConfigOpt = None,
 ) -> None:

@@ -14,6 +14,7 @@ from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
 from omniroute.api.admin.core import Admin
+from omniroute.core.fields import Int
 from omniroute.errors import GatewayError
 
 router = APIRouter(tags=["resilience"])
@@ -48,7 +49,7 @@ class ChainEntry(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     provider: str = Field(min_length=1)
-    priority: int | None = None
+    priority: Int | None = None
     enabled: bool = True
 
 
