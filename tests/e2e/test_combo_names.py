@@ -41,7 +41,9 @@ def test_api_accepts_combo_names_in_model_id_characters(gateway: GatewayThread) 
 
 def test_config_file_refuses_a_combo_name_with_path_characters(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
-        config_from_dict({"database_url": f"sqlite:///{tmp_path}/x.db", "combos": [_combo("../evil")]}, env={})
+        config_from_dict(
+            {"database_url": f"sqlite:///{tmp_path}/x.db", "combos": [_combo("../evil")]}, env={}
+        )
     assert "combos[0].name" in str(info.value)
 
 
