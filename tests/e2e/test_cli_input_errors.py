@@ -94,3 +94,34 @@ def test_simulate_refuses_an_unknown_variant(tmp_path: Path) -> None:
     assert out.exit_code == 2, out.output
     assert "unknown variant 'bogus-strategy'" in out.output
     assert "%" not in out.output  # nothing was replayed
+
+
+def test_adding_a_provider_under_a_taken_alias_names_it_once(tmp_path: Path) -> None:
+    out = _cli(_config(tmp_path), "providers", "add", "gem", "--base-url", "http://127.0.0.1:9/v1")
+    assert out.exit_code == 2, out.output
+    text = " ".join(out.output.split())
+    assert text.count("provider 'gem'") == 1, text
+    assert "alias of 'gemini'" in text
+
+
+def test_connection_added_through_a_provider_alias_says_which_provider(tmp_path: Path) -> None:
+    cfg = _config(tmp_path)
+    out = CliRunner().invoke(
+        cli_app,
+        [
+            "connections",
+            "add",
+            "gem-1",
+            "--provider",
+            "gem",
+            "--api-key-env",
+            "GEM_KEY",
+            "--config",
+            str(cfg),
+        ],
+        env={"COLUMNS": "200", "GEM_KEY": "k-123"},
+    )
+    assert out.exit_code == 0, out.output
+    assert "provider 'gemini' ('gem' is its alias)" in " ".join(out.output.split())
+    listed = " ".join(_cli(cfg, "connections", "list").output.split())
+    assert "gem-1" in listed and "gemini" in listed

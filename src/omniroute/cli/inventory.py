@@ -124,7 +124,10 @@ async def _open_for_edit(cfg: Config) -> tuple[Any, Any]:
         raise
 
 
-async def _add_connection(cfg: Config, data: dict[str, Any], env_name: str | None, prompt: bool) -> str:
+async def _add_connection(
+    cfg: Config, data: dict[str, Any], env_name: str | None, prompt: bool
+) -> tuple[str, str]:
+    """Add the connection; ``(how its credential was given, the provider id it was stored under)``."""
     from omniroute.inventory import ConnectionIn, add_connection, needs_api_key, parse
 
     body = parse(ConnectionIn, data)
@@ -136,7 +139,7 @@ async def _add_connection(cfg: Config, data: dict[str, Any], env_name: str | Non
         conn = await add_connection(store, catalog, body)
     finally:
         await store.close()
-    return "with an API key" if conn.api_key else "without an API key"
+    return ("with an API key" if conn.api_key else "without an API key"), conn.provider
 
 
 @connections_app.command("add")
@@ -196,10 +199,11 @@ def connections_add(
         data["max_concurrent"] = max_concurrent
     cfg = load_or_exit(config)
     try:
-        how = asyncio.run(_add_connection(cfg, data, api_key_env, prompt))
+        how, stored = asyncio.run(_add_connection(cfg, data, api_key_env, prompt))
     except Invalid as exc:
         _fail("connection", exc)
-    console.print(f"Added connection '{conn_id}' to provider '{provider}' {how}.")
+    named = f"'{stored}'" if stored == provider else f"'{stored}' ('{provider}' is its alias)"
+    console.print(f"Added connection '{conn_id}' to provider {named} {how}.")
 
 
 def _model(spec: str) -> dict[str, Any]:
