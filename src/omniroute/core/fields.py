@@ -83,6 +83,10 @@ def field_message(error: Mapping[str, Any]) -> str:
         return "required key is missing"
     if kind in ("model_type", "model_attributes_type", "dict_type"):
         return "must be a mapping"
+    if kind in ("list_type", "tuple_type", "set_type", "frozen_set_type"):
+        return "must be an array"  # JSON's word: the client never sent a Python tuple
+    if kind == "string_type":
+        return "must be a string"
     return str(error.get("msg", "invalid value")).removeprefix("Value error, ")
 
 
