@@ -196,9 +196,13 @@ async def add_connection(
     store: Store, catalog: Catalog, body: ConnectionIn, policy: EgressPolicy | None = None
 ) -> Connection:
     """Check (:func:`check_connection`, ``base_url`` under ``policy``) and store a new connection; its
-    secret is encrypted at rest by the store. Returns the stored value object; raises
+    secret is encrypted at rest by the store. A provider named by an alias (or in other case) is
+    stored under its id (``gem`` → ``gemini``), which the returned value object shows. Raises
     :class:`InvalidRequest` naming the field."""
     check_connection(body, catalog, exists=await store.get_connection(body.id) is not None, policy=policy)
+    provider = catalog.provider(body.provider)
+    if provider is not None and provider.id != body.provider:
+        body = body.model_copy(update={"provider": provider.id})
     data = body.model_dump()
     data["name"] = data["name"] or body.id
     data["tags"] = tuple(body.tags)
@@ -245,4 +249,6 @@ async def add_provider(
             await store.upsert_provider_node(previous[0])
         else:
             await store.delete_provider_node(body.id)
-        raise InvalidRequest(f"provider '{body.id}': {exc}", param="id") from None
+        prefix = f"provider '{body.id}': "
+        message = str(exc) if str(exc).startswith(prefix) else prefix + str(exc)
+        raise InvalidRequest(message, param="id") from None

@@ -29,8 +29,16 @@ SSE_HEADERS = [
 
 
 def header_map(scope: Scope) -> dict[str, str]:
-    """Request headers as a dict with lower-case names (last value wins)."""
-    return {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+    """Request headers as a dict with lower-case names (last value wins); values are read as UTF-8
+    (what clients send for ``X-Route-Model: ü-modell``), as latin-1 when they are not valid UTF-8."""
+    return {k.decode("latin-1"): _header_text(v) for k, v in scope["headers"]}
+
+
+def _header_text(value: bytes) -> str:
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        return value.decode("latin-1")
 
 
 def query_map(scope: Scope) -> dict[str, str]:

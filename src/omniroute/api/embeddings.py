@@ -35,6 +35,11 @@ MAX_INPUTS = 2048
 """Most inputs in one embeddings request (OpenAI API reference: "2048 dimensions or less")."""
 
 
+def _article(word: str) -> str:
+    """``an`` before a vowel (``an auto route``), else ``a`` (``a combo route``)."""
+    return "an" if word[:1].lower() in "aeiou" else "a"
+
+
 def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
@@ -104,8 +109,8 @@ async def embeddings(gw: Gateway, scope: Scope, receive: Receive, send: Send) ->
         decision.route = plan.route
         if not plan.targets:
             raise InvalidRequest(
-                f"'{req.model}' is a {plan.kind} route; embeddings go to a provider/model id or a "
-                "bare catalog model id that serves embeddings.",
+                f"'{req.model}' is {_article(plan.kind)} {plan.kind} route; embeddings go to a "
+                "provider/model id or a bare catalog model id that serves embeddings.",
                 param="model",
             )
         cands = [c for c in gw.planner.expand(plan.targets, decision) if c.provider.format == "openai"]

@@ -164,7 +164,7 @@ def create_cmd(
     from omniroute.store.errors import StoreConflict
 
     if from_json is not None:
-        data = json.loads(from_json.read_text())
+        data = _read_json(from_json)
         data["name"] = name
     else:
         cfg_opts: dict[str, Any] = {}
@@ -199,6 +199,23 @@ def create_cmd(
     console.print(
         f"Created combo '{row['name']}' ({row['strategy']}, {len(row['targets'])} targets), id {row['id']}."
     )
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    """The JSON object in ``path``; an unreadable file, invalid JSON or a non-object prints one line
+    and exits with status 2."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        err_console.print(f"[red]Cannot read {path}:[/red] {exc.strerror or exc}")
+        raise typer.Exit(2) from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        err_console.print(f"[red]{path} is not valid JSON:[/red] {exc}")
+        raise typer.Exit(2) from None
+    if not isinstance(data, dict):
+        err_console.print(f"[red]{path} must hold a JSON object (the combo).[/red]")
+        raise typer.Exit(2)
+    return data
 
 
 @app.command("delete")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -76,6 +77,19 @@ def connections_list(config: ConfigOpt = None) -> None:
     console.print(table)
 
 
+def _field_int(field: str) -> Callable[[str], int]:
+    """A parser of an integer option whose error names the API field, as the shared validation would
+    (``priority: 'high' is not an integer``)."""
+
+    def parse(value: str) -> int:
+        try:
+            return int(value)
+        except (TypeError, ValueError):
+            raise typer.BadParameter(f"{field}: {value!r} is not an integer") from None
+
+    return parse
+
+
 def _fail(what: str, exc: Exception) -> NoReturn:
     err_console.print(f"[red]Cannot add the {what}:[/red] {exc}", markup=True, highlight=False)
     raise typer.Exit(2)
@@ -110,7 +124,10 @@ async def _open_for_edit(cfg: Config) -> tuple[Any, Any]:
         raise
 
 
-async def _add_connection(cfg: Config, data: dict[str, Any], env_name: str | None, prompt: bool) -> str:
+async def _add_connection(
+    cfg: Config, data: dict[str, Any], env_name: str | None, prompt: bool
+) -> tuple[str, str]:
+    """Add the connection; ``(how its credential was given, the provider id it was stored under)``."""
     from omniroute.core.egress import EgressPolicy
     from omniroute.inventory import ConnectionIn, add_connection, needs_api_key, parse
 
@@ -123,7 +140,7 @@ async def _add_connection(cfg: Config, data: dict[str, Any], env_name: str | Non
         conn = await add_connection(store, catalog, body, EgressPolicy.from_config(cfg.security))
     finally:
         await store.close()
-    return "with an API key" if conn.api_key else "without an API key"
+    return ("with an API key" if conn.api_key else "without an API key"), conn.provider
 
 
 @connections_app.command("add")
@@ -149,12 +166,17 @@ def connections_add(
     default_model: Annotated[
         str | None, typer.Option(help="Model used when a request names only the provider.")
     ] = None,
-    priority: Annotated[str, typer.Option(help="Lower is tried first.")] = "1",
+    priority: Annotated[
+        int, typer.Option(help="Lower is tried first.", parser=_field_int("priority"), metavar="<int>")
+    ] = 1,
     name: Annotated[str | None, typer.Option(help="Display name (default: the id).")] = None,
     tag: Annotated[
         list[str] | None, typer.Option("--tag", help="A tag for tag routing (repeatable).")
     ] = None,
-    max_concurrent: Annotated[str | None, typer.Option(help="Cap on requests in flight.")] = None,
+    max_concurrent: Annotated[
+        int | None,
+        typer.Option(help="Cap on requests in flight.", parser=_field_int("max_concurrent"), metavar="<int>"),
+    ] = None,
     inactive: Annotated[bool, typer.Option("--inactive", help="Store it disabled.")] = False,
     config: ConfigOpt = None,
 ) -> None:
@@ -178,10 +200,11 @@ def connections_add(
         data["max_concurrent"] = max_concurrent
     cfg = load_or_exit(config)
     try:
-        how = asyncio.run(_add_connection(cfg, data, api_key_env, prompt))
+        how, stored = asyncio.run(_add_connection(cfg, data, api_key_env, prompt))
     except Invalid as exc:
         _fail("connection", exc)
-    console.print(f"Added connection '{conn_id}' to provider '{provider}' {how}.")
+    named = f"'{stored}'" if stored == provider else f"'{stored}' ('{provider}' is its alias)"
+    console.print(f"Added connection '{conn_id}' to provider {named} {how}.")
 
 
 def _model(spec: str) -> dict[str, Any]:

@@ -88,12 +88,36 @@ def key_changes(
     try:
         return KeyUpdate.model_validate(raw).changes()
     except ValidationError as exc:
-        first = exc.errors()[0]
-        option = {"budget_usd": "--budget", "budget_period": "--period", "expires_at": "--expires"}
-        field = str(first["loc"][0]) if first["loc"] else "body"
-        raise ValueError(
-            f"{option.get(field, '--' + field.replace('_models', ''))}: {first['msg']}"
-        ) from None
+        raise ValueError(_option_error(exc)) from None
+
+
+_OPTIONS = {"budget_usd": "--budget", "budget_period": "--period", "expires_at": "--expires"}
+
+
+def _option_error(exc: Any) -> str:
+    """The first error of a ``KeyCreate``/``KeyUpdate`` ``ValidationError`` as ``--option: message``
+    (``--budget: Input should be greater than or equal to 0``), worded as the API words it."""
+    from omniroute.core.fields import field_message
+
+    first = exc.errors()[0]
+    field = str(first["loc"][0]) if first["loc"] else "body"
+    return f"{_OPTIONS.get(field, '--' + field.replace('_models', ''))}: {field_message(first)}"
+
+
+def key_create_fields(name: str, allowed: tuple[str, ...], budget_usd: float | None) -> dict[str, Any]:
+    """The ``keys create`` options validated by the same rules as ``POST /api/keys`` (``KeyCreate``):
+    ``{name, allowed_models, budget_usd}``; raises ``ValueError`` naming the option."""
+    from pydantic import ValidationError
+
+    from omniroute.api.admin.core import KeyCreate
+
+    try:
+        body = KeyCreate.model_validate(
+            {"name": name, "allowed_models": list(allowed), "budget_usd": budget_usd}
+        )
+    except ValidationError as exc:
+        raise ValueError(_option_error(exc)) from None
+    return {"name": body.name, "allowed_models": tuple(body.allowed_models), "budget_usd": body.budget_usd}
 
 
 async def update_key(cfg: Config, key: str, changes: dict[str, Any]) -> dict[str, Any] | None:
@@ -106,9 +130,15 @@ async def update_key(cfg: Config, key: str, changes: dict[str, Any]) -> dict[str
         await store.close()
 
 
-async def revoke_key(cfg: Config, key: str) -> bool:
+async def revoke_key(cfg: Config, key: str) -> str:
+    """Revoke the key named by id or name: ``"revoked"``, ``"already revoked"`` or ``"missing"``."""
     store = await _open(cfg)
     try:
-        return await store.revoke_api_key(key)
+        rec = next((k for k in await store.list_api_keys() if key in (k["id"], k["name"])), None)
+        if rec is None:
+            return "missing"
+        if rec.get("revoked"):
+            return "already revoked"
+        return "revoked" if await store.revoke_api_key(key) else "missing"
     finally:
         await store.close()

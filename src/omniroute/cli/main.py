@@ -163,15 +163,20 @@ def keys_create(
     budget_usd: Annotated[float | None, typer.Option("--budget", help="Spend cap in USD.")] = None,
 ) -> None:
     """Create a client API key and print it once (it is stored hashed)."""
-    from omniroute.cli.keys import create_key
+    from omniroute.cli.keys import create_key, key_create_fields
     from omniroute.store.errors import StoreConflict
 
     if not name.strip():
         err_console.print("[red]The key name must not be empty.[/red]")
         raise typer.Exit(2)
+    try:
+        fields = key_create_fields(name, tuple(allowed_models or ["*"]), budget_usd)
+    except ValueError as exc:
+        err_console.print(f"[red]Cannot create key:[/red] {exc}")
+        raise typer.Exit(2) from None
     cfg = _load(config)
     try:
-        plaintext = asyncio.run(create_key(cfg, name, tuple(allowed_models or ["*"]), budget_usd))
+        plaintext = asyncio.run(create_key(cfg, name, fields["allowed_models"], fields["budget_usd"]))
     except StoreConflict as exc:
         err_console.print(f"[red]Cannot create key:[/red] {exc}")
         raise typer.Exit(1) from None
@@ -235,8 +240,12 @@ def keys_revoke(
     """Revoke a key by id or name."""
     from omniroute.cli.keys import revoke_key
 
-    if not asyncio.run(revoke_key(_load(config), key)):
+    outcome = asyncio.run(revoke_key(_load(config), key))
+    if outcome == "missing":
         err_console.print(f"[red]No key '{key}'.[/red]")
+        raise typer.Exit(1)
+    if outcome == "already revoked":
+        err_console.print(f"[yellow]Key '{key}' was already revoked.[/yellow]")
         raise typer.Exit(1)
     console.print(f"Revoked '{key}'.")
 

@@ -68,6 +68,7 @@ def simulate(
         raise typer.Exit(2) from None
     names = [v.strip() for v in compare.split(",") if v.strip()] if compare else list(sim.fleet.doc.compare)
     variants: list[str | None] = [None if v == "trace" else v for v in names]
+    _check_variants(sim, variants)
     try:
         report, runs, _ = _run(sim, variants, seed, progress)
     except ConfigError as exc:
@@ -93,6 +94,21 @@ def simulate(
             )
         html_out.write_text(to_html(report, images, sim.fleet.doc.description.strip()), encoding="utf-8")
         err_console.print(f"HTML report: {html_out}")
+
+
+def _check_variants(sim: Simulation, variants: list[str | None]) -> None:
+    """Exit with status 2 naming the first variant the fleet cannot run (as the console refuses it)."""
+    from omniroute.simulate.variants import UnknownVariant, check_variant
+
+    combos = {c.name for c in sim.fleet.config.combos}
+    for v in variants:
+        if v is None:
+            continue
+        try:
+            check_variant(v, sim.fleet.pool, combos)
+        except UnknownVariant as exc:
+            err_console.print(f"[red]unknown variant {exc.variant!r}:[/red] {exc.reason}", highlight=False)
+            raise typer.Exit(2) from None
 
 
 def _per_minute(n: int, seconds: float) -> str:
@@ -135,7 +151,11 @@ def usage_export(
     from omniroute.simulate.workload import write_trace
 
     records = asyncio.run(_usage_trace(load_or_exit(config)))
-    n = write_trace(records, file)
+    try:
+        n = write_trace(records, file)
+    except OSError as exc:
+        err_console.print(f"[red]Cannot write {file}:[/red] {exc.strerror or exc}")
+        raise typer.Exit(2) from None
     console.print(f"Wrote {n} requests to {file}.")
 
 

@@ -354,12 +354,25 @@ DEFAULT_MAX_PANEL: Final = 40
 """A fusion panel's member limit when ``fusionTuning.maxPanel`` is not set (COMBO-5)."""
 
 
+_NAME_SEGMENT = re.compile(r"[A-Za-z0-9._:@+-]+")
+"""One ``/``-separated part of a combo name: the characters model ids use (``gpt-4o``,
+``llama3.1:8b``, ``claude-3-5-sonnet@20240620``). A name may hold ``/`` (``openai/gpt-4o`` shadows
+that model) but no ``.``/``..`` part, whitespace, ``?``, ``#``, ``%`` or other characters that change
+a URL path (combos are addressed as ``/api/combos/{name}``)."""
+
+
 def _check_name(name: str) -> str:
     low = name.lower()
     if low.startswith("combo/"):
         raise ValueError("must not start with 'combo/' (that prefix addresses combos)")
     if not name.isprintable():
         raise ValueError("must not contain control characters")
+    for part in name.split("/"):
+        if not _NAME_SEGMENT.fullmatch(part) or part in (".", ".."):
+            raise ValueError(
+                f"{name!r} is not a valid combo name: use letters, digits and . _ : @ + - in parts "
+                "separated by single '/' (no empty, '.' or '..' part)"
+            )
     if low == "auto" or low.startswith("auto/"):
         raise ValueError("'auto' and 'auto/…' are reserved for auto routing; use strategy 'auto' instead")
     return name

@@ -9,9 +9,19 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Annotated, Any
 
-from pydantic import BeforeValidator, Field, StringConstraints
+from pydantic import AfterValidator, BeforeValidator, Field, StringConstraints
 
-__all__ = ["Int", "NonEmpty", "NotBool", "Number", "field_errors", "field_message", "key_path"]
+__all__ = [
+    "INT64_MAX",
+    "INT64_MIN",
+    "Int",
+    "NonEmpty",
+    "NotBool",
+    "Number",
+    "field_errors",
+    "field_message",
+    "key_path",
+]
 
 
 def _not_bool(value: Any) -> Any:
@@ -24,8 +34,22 @@ def _not_bool(value: Any) -> Any:
 NotBool = BeforeValidator(_not_bool)
 """Rejects a boolean where a number belongs. Put range constraints before it
 (``Annotated[int, Field(ge=0), NotBool]``) so they show in the JSON schema."""
-Int = Annotated[int, NotBool]
-"""An integer (numeric strings accepted, booleans rejected)."""
+INT64_MAX = 2**63 - 1
+"""The largest integer a database column holds (SQLite INTEGER and PostgreSQL BIGINT are 64-bit
+signed): every integer the edge accepts is bounded by it, so none overflows in the store."""
+INT64_MIN = -(2**63)
+"""The smallest integer a database column holds (64-bit signed)."""
+
+
+def _fits_64_bits(value: int) -> int:
+    if not INT64_MIN <= value <= INT64_MAX:
+        raise ValueError(f"must be between {INT64_MIN} and {INT64_MAX} (a 64-bit integer)")
+    return value
+
+
+# an after-validator, not Field(le=…): a field's own Field(ge=…, le=…) stays in force beside it
+Int = Annotated[int, NotBool, AfterValidator(_fits_64_bits)]
+"""An integer that fits in 64 bits (numeric strings accepted, booleans rejected)."""
 Number = Annotated[float, Field(allow_inf_nan=False), NotBool]
 """A finite number (numeric strings accepted, booleans rejected)."""
 NonEmpty = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
@@ -59,6 +83,10 @@ def field_message(error: Mapping[str, Any]) -> str:
         return "required key is missing"
     if kind in ("model_type", "model_attributes_type", "dict_type"):
         return "must be a mapping"
+    if kind in ("list_type", "tuple_type", "set_type", "frozen_set_type"):
+        return "must be an array"  # JSON's word: the client never sent a Python tuple
+    if kind == "string_type":
+        return "must be a string"
     return str(error.get("msg", "invalid value")).removeprefix("Value error, ")
 
 

@@ -11,11 +11,12 @@ from __future__ import annotations
 from typing import Annotated, Any, Final
 from urllib.parse import urlencode
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Query
 from starlette.responses import Response
 
 from omniroute.api.admin.core import get_decision, list_keys
 from omniroute.api.admin.usage import recent_usage
+from omniroute.core.fields import INT64_MAX
 from omniroute.dashboard.web import Page, console_page
 from omniroute.errors import GatewayError
 
@@ -33,7 +34,11 @@ STATUSES: Final = (
 
 @router.get("/requests")
 async def requests_page(
-    page: PageDep, key: str = "", model: str = "", status: str = "", offset: int = 0
+    page: PageDep,
+    key: str = "",
+    model: str = "",
+    status: str = "",
+    offset: Annotated[int, Query(le=INT64_MAX)] = 0,
 ) -> Response:
     """The list; htmx polls (first page only) and filter changes get its table part."""
     gw = page.gw

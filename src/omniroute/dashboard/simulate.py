@@ -20,7 +20,6 @@ from starlette.responses import Response
 
 from omniroute.config import ConfigError
 from omniroute.dashboard.web import Page, console_page
-from omniroute.errors import GatewayError
 
 router = APIRouter()
 PageDep = Annotated[Page, Depends(console_page)]
@@ -114,25 +113,15 @@ def parse_form(page: Page) -> SimulationForm:
 
 
 def check_variant(variant: str, pool: tuple[str, ...], combos: set[str]) -> None:
-    """Raise :class:`SimulationInputError` unless ``variant`` is a registered combo strategy, a valid
-    auto id, a ``provider/model`` of the fleet's ``pool`` or a combo of the fleet's config (what
-    :func:`omniroute.simulate.run.variant_config` can run; anything else would fail every request)."""
-    from omniroute.routing.auto.variants import parse_auto_id
-    from omniroute.routing.strategies.registry import strategy_names
+    """Raise :class:`SimulationInputError` (field ``extra``) unless the simulation can run ``variant``
+    (:func:`omniroute.simulate.variants.check_variant`, the check ``omniroute simulate`` uses too)."""
+    from omniroute.simulate.variants import UnknownVariant
+    from omniroute.simulate.variants import check_variant as check
 
-    if variant in strategy_names() or variant in pool or variant in combos:
-        return
-    if variant.lower().startswith("auto"):
-        try:
-            parse_auto_id(variant)
-        except GatewayError as exc:
-            raise SimulationInputError("extra", f"variant {variant!r}: {exc.message}") from None
-        return
-    known = ", ".join([*strategy_names(), *pool])
-    raise SimulationInputError(
-        "extra",
-        f"variant {variant!r}: not a combo strategy, auto variant or model of the scenario (one of: {known})",
-    )
+    try:
+        check(variant, pool, combos)
+    except UnknownVariant as exc:
+        raise SimulationInputError("extra", str(exc)) from None
 
 
 @dataclass(slots=True)

@@ -69,6 +69,24 @@ def clamp_output_tokens(requested: int, model: Any) -> int:
     return min(requested, limit) if limit > 0 else requested
 
 
+def json_type(v: Any) -> str:
+    """The JSON name of ``v``'s type for error messages (``object``, ``array``, ``string``,
+    ``number``, ``boolean``, ``null``), not Python's (``dict``, ``list``, ``str``)."""
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, int | float):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, list | tuple):
+        return "array"
+    if isinstance(v, dict):
+        return "object"
+    return type(v).__name__
+
+
 def is_int(v: Any) -> bool:
     """An integer that is not a boolean (JSON ``true`` is not ``1`` to a validator)."""
     return isinstance(v, int) and not isinstance(v, bool)
@@ -283,9 +301,7 @@ def check_metadata(metadata: Any, param: str = "metadata") -> None:
         )
     for k, v in metadata.items():
         if not isinstance(v, str):
-            raise InvalidRequest(
-                f"'{param}.{k}' must be a string; got {type(v).__name__}.", param=f"{param}.{k}"
-            )
+            raise InvalidRequest(f"'{param}.{k}' must be a string; got {json_type(v)}.", param=f"{param}.{k}")
 
 
 def effort_for_budget(budget: int) -> str:

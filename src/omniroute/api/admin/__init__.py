@@ -42,6 +42,41 @@ def _is_overflow(exc: BaseException | None) -> bool:
     return False
 
 
+def _body_error(request: Request, first: Any) -> JSONResponse | None:
+    """The error for a body FastAPI could not read as JSON, worded as the client routes word it: 415
+    for a body sent as another media type (``text/plain``, a form), 400 for invalid JSON; ``None``
+    for a field error."""
+    if first.get("type") == "json_invalid":
+        reason = (first.get("ctx") or {}).get("error") or first.get("msg")
+        return _error(
+            400, f"The request body is not valid JSON: {reason}.", "invalid_request_error", "body",
+            "invalid_request_error",
+        )  # fmt: skip
+    if tuple(first.get("loc") or ()) == ("body",) and isinstance(first.get("input"), bytes | str):
+        content_type = request.headers.get("content-type")
+        sent = f"Unsupported Content-Type '{content_type}'" if content_type else "No Content-Type"
+        return _error(
+            415, f"{sent}: send the body as application/json.", "invalid_request_error", "content-type",
+            "unsupported_media_type",
+        )  # fmt: skip
+    return None
+
+
+def _not_found_response(request: Request, exc: Exception) -> JSONResponse:
+    """A 404 in the shape of the route's clients: Gemini's under ``/v1beta/``, Anthropic's under
+    ``/v1/messages``, else OpenAI's (API-6)."""
+    detail = getattr(exc, "detail", None)
+    path = request.url.path
+    msg = detail if isinstance(detail, str) and detail != "Not Found" else f"No route {path[:200]}"
+    if path.startswith("/v1beta/"):
+        return JSONResponse({"error": {"code": 404, "message": msg, "status": "NOT_FOUND"}}, status_code=404)
+    if path.startswith("/v1/messages"):
+        return JSONResponse(
+            {"type": "error", "error": {"type": "not_found_error", "message": msg}}, status_code=404
+        )
+    return _error(404, msg, "invalid_request_error", None, "not_found")
+
+
 def build_admin_app(gw: Gateway) -> FastAPI:
     """The FastAPI app for everything outside the ``/v1`` hot path."""
     app = FastAPI(
@@ -95,6 +130,9 @@ def build_admin_app(gw: Gateway) -> FastAPI:
     async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
         """The first field error, named as the config loader names it (``targets[0].weight``)."""
         first = exc.errors()[0] if exc.errors() else {"loc": ("body",), "msg": "invalid request"}
+        body_error = _body_error(request, first)
+        if body_error is not None:
+            return body_error
         skip = 1 if tuple(first["loc"])[:1] in (("body",), ("query",), ("path",)) else 0
         param, message = field_errors([first], skip=skip)[0]
         err = InvalidRequest(f"{param or 'body'}: {message}", param=param or "body")
@@ -102,18 +140,7 @@ def build_admin_app(gw: Gateway) -> FastAPI:
 
     @app.exception_handler(404)
     async def _not_found(request: Request, exc: Exception) -> JSONResponse:
-        detail = getattr(exc, "detail", None)
-        path = request.url.path
-        msg = detail if isinstance(detail, str) and detail != "Not Found" else f"No route {path[:200]}"
-        if path.startswith("/v1beta/"):  # Gemini clients get Gemini's error shape (API-6)
-            return JSONResponse(
-                {"error": {"code": 404, "message": msg, "status": "NOT_FOUND"}}, status_code=404
-            )
-        if path.startswith("/v1/messages"):  # Anthropic clients get Anthropic's
-            return JSONResponse(
-                {"type": "error", "error": {"type": "not_found_error", "message": msg}}, status_code=404
-            )
-        return _error(404, msg, "invalid_request_error", None, "not_found")
+        return _not_found_response(request, exc)
 
     @app.exception_handler(405)
     async def _not_allowed(request: Request, exc: Exception) -> JSONResponse:

@@ -53,7 +53,7 @@ class ComboIn(Combo):
     built-ins, any case, or one added by an extension)."""
 
     targets: tuple[TargetIn, ...] = ()
-    sort_order: int = 0
+    sort_order: Int = 0
     id: str | None = Field(default=None, description="ignored (read-only)")
     created_at: float | None = Field(default=None, description="ignored (read-only)")
     updated_at: float | None = Field(default=None, description="ignored (read-only)")
@@ -71,7 +71,7 @@ class ComboPatch(BaseModel):
     config: OptionsMap | None = None
     description: str | None = None
     enabled: bool | None = None
-    sort_order: int | None = None
+    sort_order: Int | None = None
     id: str | None = Field(default=None, description="ignored (read-only)")
     created_at: float | None = Field(default=None, description="ignored (read-only)")
     updated_at: float | None = Field(default=None, description="ignored (read-only)")

@@ -15,6 +15,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from omniroute.api.admin import session
 from omniroute.api.hosts import check_management_request
 from omniroute.config import ConfigError
+from omniroute.core.fields import INT64_MAX
 from omniroute.errors import AuthenticationFailed, GatewayError, InvalidRequest
 from omniroute.gateway import Gateway
 from omniroute.state.memory import memory_state_of
@@ -184,7 +185,9 @@ def _epoch(value: Any) -> Any:
     return value
 
 
-Epoch = Annotated[float, BeforeValidator(_epoch), Field(allow_inf_nan=False, ge=0)]
+MAX_EPOCH_S = 253_402_300_799
+"""9999-12-31T23:59:59Z, the last second an ISO 8601 date-time (four-digit year) can name."""
+Epoch = Annotated[float, BeforeValidator(_epoch), Field(allow_inf_nan=False, ge=0, le=MAX_EPOCH_S)]
 Period = Literal["daily", "weekly", "monthly", "total"]
 Models = Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1)]
 
@@ -200,8 +203,8 @@ class KeyCreate(BaseModel):
     budget_usd: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     budget_period: Period = "total"
     expires_at: Epoch | None = None
-    rpm: int | None = Field(default=None, ge=1)
-    tpm: int | None = Field(default=None, ge=1)
+    rpm: int | None = Field(default=None, ge=1, le=INT64_MAX)
+    tpm: int | None = Field(default=None, ge=1, le=INT64_MAX)
 
 
 class KeyUpdate(BaseModel):
@@ -214,8 +217,8 @@ class KeyUpdate(BaseModel):
     budget_usd: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     budget_period: Period | None = None
     expires_at: Epoch | None = None
-    rpm: int | None = Field(default=None, ge=1)
-    tpm: int | None = Field(default=None, ge=1)
+    rpm: int | None = Field(default=None, ge=1, le=INT64_MAX)
+    tpm: int | None = Field(default=None, ge=1, le=INT64_MAX)
 
     def changes(self) -> dict[str, Any]:
         """The fields the client sent; 400 naming ``allowed_models``/``budget_period`` when sent as null."""

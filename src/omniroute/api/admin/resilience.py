@@ -14,6 +14,7 @@ from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
 from omniroute.api.admin.core import Admin
+from omniroute.core.fields import Int
 from omniroute.errors import GatewayError
 
 router = APIRouter(tags=["resilience"])
@@ -36,8 +37,26 @@ class ResetBody(BaseModel):
 
 @router.post("/api/resilience/reset")
 async def resilience_reset(gw: Admin, body: ResetBody | None = None) -> dict[str, Any]:
-    """Close breakers, clear cooldowns, invalid marks and lockouts."""
+    """Close breakers, clear cooldowns, invalid marks and lockouts; 404 naming a ``provider`` or
+    ``connection`` the gateway does not know."""
     b = body or ResetBody()
+    reg = gw.registry
+    if (
+        b.provider is not None
+        and reg.catalog.provider(b.provider) is None
+        and b.provider not in reg.connections
+    ):
+        raise GatewayError(
+            f"provider: unknown provider '{b.provider}'", status=404, code="not_found", param="provider"
+        )
+    known = {c.id for conns in reg.connections.values() for c in conns}
+    if b.connection is not None and b.connection not in known:
+        raise GatewayError(
+            f"connection: unknown connection '{b.connection}'",
+            status=404,
+            code="not_found",
+            param="connection",
+        )
     await gw.resilience.reset(provider=b.provider, connection=b.connection)
     return {"reset": True, "provider": b.provider, "connection": b.connection}
 
@@ -48,7 +67,7 @@ class ChainEntry(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     provider: str = Field(min_length=1)
-    priority: int | None = None
+    priority: Int | None = None
     enabled: bool = True
 
 

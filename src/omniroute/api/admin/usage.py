@@ -17,6 +17,7 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 
 from omniroute.api.admin.core import Admin, api_key_id
+from omniroute.core.fields import INT64_MAX
 from omniroute.errors import GatewayError, InvalidRequest
 from omniroute.gateway import Gateway
 from omniroute.store import Store
@@ -107,7 +108,7 @@ def _store(gw: Gateway) -> Store:
 async def recent_usage(
     gw: Admin,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=INT64_MAX)] = 0,
     key: Annotated[str | None, Query(description="API key id or name")] = None,
     model: Annotated[str | None, Query(description="requested model, served model or provider/model")] = None,
     status: Annotated[str | None, Query(description="'ok', 'error' or an HTTP status code")] = None,

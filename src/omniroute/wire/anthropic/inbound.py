@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from omniroute.errors import InvalidRequest
-from omniroute.wire._common import collapse_text, data_url, effort_for_budget, is_int, is_number
+from omniroute.wire._common import collapse_text, data_url, effort_for_budget, is_int, is_number, json_type
 from omniroute.wire.anthropic.blocks import assistant_message
 from omniroute.wire.anthropic.outbound import SURFACE
 from omniroute.wire.base import Call, Inbound, TokenCount
@@ -169,7 +169,7 @@ def _validate_messages(messages: Any) -> None:
     if messages is None:
         raise _bad("messages", "Field required (an array of messages)")
     if not isinstance(messages, list):
-        raise _bad("messages", f"Input should be a valid array of messages; got {type(messages).__name__}")
+        raise _bad("messages", f"Input should be a valid array of messages; got {json_type(messages)}")
     if not messages:
         raise _bad("messages", "List should have at least 1 item")
     for i, m in enumerate(messages):

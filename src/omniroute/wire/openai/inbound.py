@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from omniroute.errors import InvalidRequest
-from omniroute.wire._common import REASONING_EFFORTS, check_metadata, is_int, is_number
+from omniroute.wire._common import REASONING_EFFORTS, check_metadata, is_int, is_number, json_type
 from omniroute.wire.base import Call, Inbound
 from omniroute.wire.openai.outbound import SURFACE
 
@@ -54,7 +54,7 @@ def validate_chat_body(body: dict[str, Any], *, model_required: bool = True) -> 
     if messages is None:
         raise _bad("messages", "Missing required field 'messages'.")
     if not isinstance(messages, list):
-        raise _bad("messages", f"'messages' must be an array, got {type(messages).__name__}.")
+        raise _bad("messages", f"'messages' must be an array, got {json_type(messages)}.")
     if not messages:
         raise _bad("messages", "'messages' must contain at least one message.")
     for i, m in enumerate(messages):
