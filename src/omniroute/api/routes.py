@@ -63,7 +63,11 @@ class FormatRoute:
         try:
             key = gw.authenticate(headers, allow_x_api_key=client.key_headers)
             raw = await read_body(
-                receive, gw.max_body_bytes, headers.get("content-length"), gw.body_deadlines
+                receive,
+                gw.max_body_bytes,
+                headers.get("content-length"),
+                gw.body_deadlines,
+                headers.get("content-encoding"),
             )
             body = parse_json_object(raw, headers.get("content-type"))
             call = Call(scope["path"], headers, key["id"] if key else None, gw.store, gw.clock)
