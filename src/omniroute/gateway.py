@@ -22,8 +22,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import orjson
-
 from omniroute import bootstrap, wire
 from omniroute.accounting.admission import admit
 from omniroute.accounting.budget import Budgets
@@ -31,10 +29,12 @@ from omniroute.accounting.ratelimit import RateLimits
 from omniroute.clock import Clock, SystemClock
 from omniroute.config import Config, ConfigError, load_config
 from omniroute.core.combo import Combo, ComboMapping
+from omniroute.core.egress import EgressPolicy
 from omniroute.deadlines import BodyDeadlines
 from omniroute.errors import AuthenticationFailed, ModelNotFound, PermissionDenied
 from omniroute.extensions import Extensions
 from omniroute.observe.access import note as note_access
+from omniroute.observe.accounting import accounting_writers, spool_gauge
 from omniroute.observe.batch import BatchWriter
 from omniroute.observe.metrics import Metrics
 from omniroute.providers.catalog import Catalog
@@ -42,9 +42,11 @@ from omniroute.providers.upstream import AttemptTimeouts, ReadLimits, UpstreamCl
 from omniroute.references import stored_problems, warn_stored_problems
 from omniroute.routing.auto.listing import auto_models
 from omniroute.routing.combos import combo_limits, log_shadowing
-from omniroute.routing.decision import Decision, expand_stored
+from omniroute.routing.decision import Decision, StoredDecision, expand_stored
 from omniroute.routing.engine import Engine, Outcome, RetrySettings, StreamOutcome
+from omniroute.routing.member_estimate import multi_call_estimate_usd
 from omniroute.routing.multicall import execute_multi_call, is_multi_call
+from omniroute.routing.permissions import allowed_candidates
 from omniroute.routing.plan import Planner
 from omniroute.routing.registry import Registry
 from omniroute.routing.resolve import check_alias_routes, resolve, resolve_route, with_context_1m_beta
@@ -74,7 +76,16 @@ SERIALISE_SLICE_S = 0.002
 DECISION_BACKLOG = 20_000
 """Decisions queued for the store at most; past it the oldest are dropped with a logged count
 (a decision is a diagnostic record; usage rows, which carry spend, keep the writer's larger bound)."""
+DECISION_COMPACT_AFTER = 256
+"""Decisions queued for the store past which a newly finished one is queued (and held for
+``/api/routing/decisions/{id}``) in its stored form, :class:`StoredDecision` — the JSON bytes the writer
+would write, ≈ 10.7 kB in one allocation — instead of as a :class:`Decision` holding its ≈ 50 scoring
+records (≈ 20 kB in ≈ 150 objects). A store that falls behind then holds only what it will write, and the
+allocator keeps no peak of scoring records afterwards (PERF-5; measured with ``bench memdiff``). Below
+it, serialisation stays off the request path (PERF-1 p99)."""
 MAX_REQUEST_ID = 128
+#: client-supplied request ids remembered to refuse their reuse (≈ 10 MB at 128-character ids)
+CLAIMED_IDS_REMEMBERED = 100_000
 _REQUEST_ID_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:-")
 STORE_POLL_S = 2.0
 """How often (s) a running gateway checks the store for changes written by another process (the CLI,
@@ -115,6 +126,7 @@ class Gateway:
             limits=ReadLimits.from_mb(
                 config.upstream_limits.max_response_mb, config.upstream_limits.max_event_mb
             ),
+            policy=EgressPolicy.from_config(config.security),
         )
         # STORE-2: shared routing state in Redis when configured (degrades to local state), else local
         self.redis_state: ResilientRoutingState | None = None
@@ -164,9 +176,12 @@ class Gateway:
         self._unpriced_warned: set[str] = set()
         self._rid_prefix = os.urandom(6).hex()
         self._rid_counter = itertools.count(1)
+        # client-supplied request ids already used here (oldest first): a reused one is replaced
+        self._claimed_ids: OrderedDict[str, None] = OrderedDict()
         self.usage: BatchWriter[dict[str, Any]] | None = None
-        self.decision_writer: BatchWriter[Decision] | None = None
-        self.decisions: OrderedDict[str, Decision] = OrderedDict()
+        self.decision_writer: BatchWriter[Decision | StoredDecision] | None = None
+        self.decisions: OrderedDict[str, Decision | StoredDecision] = OrderedDict()
+        self.decision_compact_after = DECISION_COMPACT_AFTER
         self.started_at = self.clock.time()
         self.metrics = Metrics()
         self.draining = False  # set on SIGTERM: readiness answers 503 while requests in flight finish
@@ -202,12 +217,20 @@ class Gateway:
             await self.redis_state.ready()
         if not background:
             return
-        self.usage = BatchWriter(self._write_usage, clock=self.clock, name="usage")
-        self.usage.start()
-        self.decision_writer = BatchWriter(
-            self._write_decisions, clock=self.clock, name="decisions", max_pending=DECISION_BACKLOG
+        assert self.store is not None
+        self.usage, self.decision_writer = accounting_writers(
+            self.clock,
+            data_dir,
+            self._write_usage,
+            self._write_decisions,
+            self.store.save_decisions,
+            decision_backlog=DECISION_BACKLOG,
         )
+        self.usage.start()
         self.decision_writer.start()
+        self.metrics.gauge_sources.append(
+            lambda: spool_gauge((("usage", self.usage), ("decisions", self.decision_writer)))
+        )
         self._store_watch = asyncio.create_task(self._watch_store(), name="store-watch")
         self._retention = RetentionPruner(self.store, self.clock, self.config.retention_days)
         self._retention.start()
@@ -317,6 +340,8 @@ class Gateway:
             await self._check_config_references(new, catalog, aliases=False)
             await bootstrap.load_config_into_store(new, self.store)
             self.config = new
+            if isinstance(self.client, UpstreamClient):  # a simulated client sends nowhere
+                self.client.policy = EgressPolicy.from_config(new.security)
             await self.refresh()
         log.info("configuration reloaded from %s", new.source_path)
 
@@ -542,14 +567,33 @@ class Gateway:
         if over is not None:
             raise over
 
+    def allowed_models_for(self, api_key_id: str | None) -> list[str] | None:
+        """The ``allowed_models`` globs of an API key (``None``: no key, or an unknown one)."""
+        if api_key_id is None:
+            return None
+        rec = self.keys_by_id.get(api_key_id)
+        return list(rec.get("allowed_models") or ["*"]) if rec is not None else None
+
     # -- requests ----------------------------------------------------------------------------
-    def request_id_for(self, headers: Mapping[str, str]) -> str:
+    def request_id_for(self, headers: Mapping[str, str], *, claim: bool = False) -> str:
         """The client's ``X-Request-Id`` when it is a usable id — at most 128 characters of
         ``A-Z a-z 0-9 . _ : -`` — else a new one (API-7). Ids are echoed in headers, stored and
-        looked up in ``/api/routing/decisions/{id}``, so anything else is replaced."""
+        looked up in ``/api/routing/decisions/{id}``, so anything else is replaced.
+
+        ``claim``: the id will key a stored decision and usage row (the client routes). A client id
+        is then used only once per process: an id this gateway has already used (another request's,
+        or the same client's again) gets a gateway-issued id instead, so no request can overwrite
+        another's decision; the client's own id is kept as ``client_request_id`` in the decision.
+        """
         rid = headers.get("x-request-id")
         if rid and len(rid) <= MAX_REQUEST_ID and _REQUEST_ID_CHARS.issuperset(rid):
-            return rid
+            if not claim:
+                return rid
+            if rid not in self._claimed_ids and rid not in self.decisions:
+                self._claimed_ids[rid] = None
+                if len(self._claimed_ids) > CLAIMED_IDS_REMEMBERED:
+                    self._claimed_ids.popitem(last=False)
+                return rid
         return self.new_request_id()
 
     def new_request_id(self) -> str:
@@ -567,10 +611,16 @@ class Gateway:
             decision = Decision(request_id=req.request_id, requested_model=req.model, ts=self.clock.time())
         plan = resolve(self.registry, req.model)
         decision.route = plan.route
+        client_rid = req.headers.get("x-request-id")
+        if client_rid:
+            decision.extra["client_request_id"] = client_rid[:MAX_REQUEST_ID]
+        if req.api_key_id:  # whose request it was: routing feedback is accepted from that key only
+            decision.extra["api_key_id"] = req.api_key_id
         if plan.context_1m:  # keep the [1m] intent; only Anthropic-format upstreams receive the header
             req.headers["anthropic-beta"] = with_context_1m_beta(req.headers.get("anthropic-beta"))
         if is_multi_call(plan.combo):  # fusion / pipeline call several models (COMBO-5, COMBO-6)
-            req.reservation = await self.admit(req, ())
+            estimate = multi_call_estimate_usd(self.registry, req, plan.combo)
+            req.reservation = await self.admit(req, (), estimate)
             try:
                 return await execute_multi_call(self, req, plan, decision), decision
             finally:
@@ -578,6 +628,9 @@ class Gateway:
         candidates, opts = await self.planner.candidates(plan, req, decision)
         req.reservation = await self.admit(req, candidates)
         try:
+            candidates = allowed_candidates(
+                self.allowed_models_for(req.api_key_id), candidates, decision, req.model
+            )
             out = await self.engine.run(
                 req,
                 candidates,
@@ -591,11 +644,14 @@ class Gateway:
             self.remember(decision)
         return out, decision
 
-    async def admit(self, req: ChatRequest, candidates: Sequence[Candidate]) -> Any:
+    async def admit(
+        self, req: ChatRequest, candidates: Sequence[Candidate], estimate: float | None = None
+    ) -> Any:
         """The key's rate limits (429) and budget reservation (402) for ``req`` on ``candidates``
-        (:func:`omniroute.accounting.admission.admit`); returns the reservation or ``None``."""
+        (:func:`omniroute.accounting.admission.admit`; ``estimate`` in USD overrides the one-call
+        estimate); returns the reservation or ``None``."""
         rec = self.keys_by_id.get(req.api_key_id) if req.api_key_id else None
-        return await admit(self.budgets, self.rate_limits, rec, req, candidates)
+        return await admit(self.budgets, self.rate_limits, rec, req, candidates, estimate)
 
     def release_unsettled(self, req: ChatRequest) -> None:
         """Release ``req``'s budget reservation if no usage row settled it (a request that ended on an
@@ -604,12 +660,18 @@ class Gateway:
 
     def remember(self, decision: Decision) -> None:
         """Queue the decision for the store and keep it in memory until it is stored, so
-        ``GET /api/routing/decisions/{id}`` finds it at once (OBS-2)."""
-        self.decisions[decision.request_id] = decision
+        ``GET /api/routing/decisions/{id}`` finds it at once (OBS-2). Past
+        :attr:`decision_compact_after` queued decisions it is kept in its stored form instead
+        (:data:`DECISION_COMPACT_AFTER`), so a backlog holds no engine objects."""
+        writer = self.decision_writer
+        held: Decision | StoredDecision = decision
+        if writer is not None and len(writer) >= self.decision_compact_after:
+            held = StoredDecision.of(decision)
+        self.decisions[decision.request_id] = held
         if len(self.decisions) > DECISIONS_IN_MEMORY:
             self.decisions.popitem(last=False)
-        if self.decision_writer is not None:
-            self.decision_writer.put(decision)
+        if writer is not None:
+            writer.put(held)
 
     async def get_decision(self, request_id: str) -> dict[str, Any] | None:
         """The decision of ``request_id`` as JSON (OBS-2): from memory while it waits to be stored,
@@ -651,6 +713,8 @@ class Gateway:
         if member is None:  # a member call is part of its request, observed once by the main row
             self.metrics.observe_request(decision, status, cand, usage, latency_ms, ttft_ms, cost)
             release = self.budgets.settle(req.reservation, cost if charge else 0.0)
+        elif charge:  # a failed multi-call request's member: its own row carries the cost
+            self.budgets.note_member_charge(req.reservation, cost)
         rec = self.keys_by_id.get(req.api_key_id) if req.api_key_id else None
         self.usage.put(
             row := {
@@ -699,7 +763,7 @@ class Gateway:
             cand.model_str,
         )
 
-    async def _write_decisions(self, batch: list[Decision]) -> None:
+    async def _write_decisions(self, batch: list[Decision | StoredDecision]) -> None:
         """Decision sink: serialised here, off the request path (OBS-2), in stretches of at most
         :data:`SERIALISE_SLICE_S` between yields to the event loop, so a burst of auto decisions
         (50 scored candidates each) never holds requests up for long (PERF-1 p99) while the writer
@@ -711,7 +775,7 @@ class Gateway:
         cpu = time.perf_counter  # noqa: TID251 - slices CPU work for the event loop: real time by nature
         started = cpu()
         for d in batch:
-            items.append((d.request_id, d.ts, orjson.dumps(d.to_stored(), option=orjson.OPT_NON_STR_KEYS)))
+            items.append(d if isinstance(d, StoredDecision) else StoredDecision.of(d))
             if cpu() - started > SERIALISE_SLICE_S:
                 await self.clock.sleep(0)  # a yield to the event loop
                 started = cpu()

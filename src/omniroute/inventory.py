@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from omniroute import wire
+from omniroute.core.egress import EgressDenied, EgressPolicy
 from omniroute.errors import InvalidRequest
 from omniroute.routing.auto.factory import is_local_endpoint
 from omniroute.values import Connection
@@ -150,11 +151,25 @@ def needs_api_key(body: ConnectionIn, catalog: Catalog) -> bool:
     return not is_local_endpoint(url)
 
 
-def check_connection(body: ConnectionIn, catalog: Catalog, *, exists: bool) -> None:
-    """The checks beyond the schema: a new id, a provider ``catalog`` knows, and the credential its
-    ``auth_type`` needs (no API key is needed for a local endpoint, see :func:`needs_api_key`).
+def check_base_url(url: str | None, policy: EgressPolicy | None = None) -> None:
+    """The ``base_url`` policy (``security`` in the config, :mod:`omniroute.core.egress`; ``None``:
+    the defaults, which refuse link-local and cloud-metadata addresses): a refused address is an
+    :class:`InvalidRequest` naming ``base_url``."""
+    if url:
+        try:
+            (policy or EgressPolicy()).check_url(url)
+        except EgressDenied as exc:
+            raise InvalidRequest(str(exc), param="base_url") from None
 
-    Raises :class:`InvalidRequest` naming the field (``id``, ``provider``, ``api_key``,
+
+def check_connection(
+    body: ConnectionIn, catalog: Catalog, *, exists: bool, policy: EgressPolicy | None = None
+) -> None:
+    """The checks beyond the schema: a new id, a provider ``catalog`` knows, a ``base_url`` the
+    ``policy`` allows, and the credential its ``auth_type`` needs (no API key is needed for a local
+    endpoint, see :func:`needs_api_key`).
+
+    Raises :class:`InvalidRequest` naming the field (``id``, ``provider``, ``base_url``, ``api_key``,
     ``access_token``)."""
     if exists:
         raise InvalidRequest(
@@ -168,6 +183,7 @@ def check_connection(body: ConnectionIn, catalog: Catalog, *, exists: bool) -> N
             "omniroute providers add first).",
             param="provider",
         )
+    check_base_url(body.base_url, policy)
     if body.auth_type == "api_key" and not body.api_key and needs_api_key(body, catalog):
         raise InvalidRequest(
             "api_key: required when auth_type is api_key and the endpoint is not local.", param="api_key"
@@ -176,10 +192,13 @@ def check_connection(body: ConnectionIn, catalog: Catalog, *, exists: bool) -> N
         raise InvalidRequest("access_token: required when auth_type is oauth.", param="access_token")
 
 
-async def add_connection(store: Store, catalog: Catalog, body: ConnectionIn) -> Connection:
-    """Check (:func:`check_connection`) and store a new connection; its secret is encrypted at rest by
-    the store. Returns the stored value object; raises :class:`InvalidRequest` naming the field."""
-    check_connection(body, catalog, exists=await store.get_connection(body.id) is not None)
+async def add_connection(
+    store: Store, catalog: Catalog, body: ConnectionIn, policy: EgressPolicy | None = None
+) -> Connection:
+    """Check (:func:`check_connection`, ``base_url`` under ``policy``) and store a new connection; its
+    secret is encrypted at rest by the store. Returns the stored value object; raises
+    :class:`InvalidRequest` naming the field."""
+    check_connection(body, catalog, exists=await store.get_connection(body.id) is not None, policy=policy)
     data = body.model_dump()
     data["name"] = data["name"] or body.id
     data["tags"] = tuple(body.tags)
@@ -189,16 +208,20 @@ async def add_connection(store: Store, catalog: Catalog, body: ConnectionIn) -> 
 
 
 def check_provider(
-    body: ProviderIn, catalog: Catalog, formats: Sequence[WireFormat] = wire.FORMATS
+    body: ProviderIn,
+    catalog: Catalog,
+    formats: Sequence[WireFormat] = wire.FORMATS,
+    policy: EgressPolicy | None = None,
 ) -> None:
     """``format`` must be one providers speak among ``formats`` (the registry plus a gateway's
-    extensions) and a provider the catalog does not know needs a ``base_url``; raises
-    :class:`InvalidRequest` naming the field."""
+    extensions), a provider the catalog does not know needs a ``base_url``, and that URL must pass
+    ``policy`` (:func:`check_base_url`); raises :class:`InvalidRequest` naming the field."""
     problem = wire.unknown_upstream_format(body.format, formats) if body.format is not None else None
     if problem is not None:
         raise InvalidRequest(f"format: {problem}", param="format")
     if catalog.provider(body.id) is None and not body.base_url:
         raise InvalidRequest("base_url: required for a provider the catalog does not know.", param="base_url")
+    check_base_url(body.base_url, policy)
 
 
 async def add_provider(
@@ -207,11 +230,12 @@ async def add_provider(
     body: ProviderIn,
     validate: Any,
     formats: Sequence[WireFormat] = wire.FORMATS,
+    policy: EgressPolicy | None = None,
 ) -> None:
     """Check (:func:`check_provider`) and store a custom provider node (or catalog override), then
     await ``validate()`` — which rebuilds the merged catalog — and undo the write when that raises
     ``ValueError`` (an alias clash, bad limits …). Raises :class:`InvalidRequest` naming the field."""
-    check_provider(body, catalog, formats)
+    check_provider(body, catalog, formats, policy)
     previous = [n for n in await store.list_provider_nodes() if n["id"] == body.id]
     await store.upsert_provider_node(body.model_dump())
     try:

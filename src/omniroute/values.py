@@ -199,6 +199,9 @@ class ChatRequest:
     reservation: Any = None
     """The key budget's hold for this call (:class:`omniroute.accounting.budget.Reservation`), settled
     by the usage row (API-8)."""
+    rate_limit_headers: dict[str, str] = field(default_factory=dict)
+    """The ``x-ratelimit-*`` headers of the key's request/token windows after this call was counted,
+    sent on its response (API-8); empty for a key without rate limits."""
 
 
 @dataclass(frozen=True, slots=True)

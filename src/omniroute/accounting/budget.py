@@ -16,8 +16,9 @@ until the key's period ends. The database's
 ``spent_usd`` is kept up to date in both cases (the usage writer adds each batch), so listings and a
 Redis that lost its keys start from the stored spend.
 
-Fusion and pipeline combos reserve nothing up front (their member calls are not known before they
-run); they are admitted while spend plus reservations is under the cap and charged in full after.
+Fusion and pipeline combos reserve the sum of one estimate per member call
+(:func:`omniroute.routing.member_estimate.multi_call_estimate_usd`) and are settled with the cost of all
+their calls.
 """
 
 from __future__ import annotations
@@ -39,7 +40,16 @@ if TYPE_CHECKING:
     from omniroute.state.redis import RedisRoutingState
     from omniroute.store import Store
 
-__all__ = ["ESTIMATE_OUTPUT_CAP", "Budgets", "Reservation", "budget_error", "estimate_tokens", "estimate_usd"]
+__all__ = [
+    "ESTIMATE_OUTPUT_CAP",
+    "Budgets",
+    "Reservation",
+    "asked_output",
+    "budget_error",
+    "estimate_tokens",
+    "estimate_usd",
+    "prompt_tokens",
+]
 
 log = logging.getLogger("omniroute.budget")
 
@@ -123,7 +133,9 @@ still finds its reservation to release."""
 @dataclass(slots=True)
 class Reservation:
     """One call's hold on its key's budget: ``estimate_usd`` reserved in the period starting at
-    ``period_start`` (epoch s), in Redis (``in_redis``) or in the database; ``settled`` once released."""
+    ``period_start`` (epoch s), in Redis (``in_redis``) or in the database; ``settled`` once released.
+    ``members_usd`` is what member calls of a failed fusion or pipeline request charged in their own
+    usage rows (no main row carries their cost): the Redis settlement adds it to the spend."""
 
     key_id: str
     estimate_usd: float
@@ -132,9 +144,10 @@ class Reservation:
     in_redis: bool
     settled: bool = False
     rid: str = ""
+    members_usd: float = 0.0
 
 
-def _asked_output(req: ChatRequest) -> int | None:
+def asked_output(req: ChatRequest) -> int | None:
     """Output tokens the request allows: ``max_completion_tokens``/``max_tokens``; 0 for an
     embeddings request (no output); ``None`` when unbounded."""
     body = req.body
@@ -144,7 +157,7 @@ def _asked_output(req: ChatRequest) -> int | None:
     return asked if isinstance(asked, int) and not isinstance(asked, bool) and asked > 0 else None
 
 
-def _prompt_tokens(req: ChatRequest) -> int:
+def prompt_tokens(req: ChatRequest) -> int:
     """Estimated prompt tokens: the chat estimate, or ``chars / 4`` of an embeddings ``input``."""
     body = req.body
     if "messages" not in body and "input" in body:
@@ -158,7 +171,7 @@ def estimate_usd(req: ChatRequest, candidates: Iterable[Candidate]) -> float:
     tokens are the request's ``max_completion_tokens``/``max_tokens``, else
     :data:`ESTIMATE_OUTPUT_CAP`, never more than the model's maximum output (none for embeddings).
     Unknown prices count 0."""
-    asked_out = _asked_output(req)
+    asked_out = asked_output(req)
     prompt = -1
     best = 0.0
     for cand in candidates:
@@ -166,7 +179,7 @@ def estimate_usd(req: ChatRequest, candidates: Iterable[Candidate]) -> float:
         if not m.price_known:
             continue
         if prompt < 0:
-            prompt = _prompt_tokens(req)
+            prompt = prompt_tokens(req)
         prices = m.token_prices(prompt)
         if prices is None:
             continue
@@ -304,8 +317,16 @@ class Budgets:
         res.settled = True
         if not res.in_redis:
             return res.estimate_usd
-        self._spawn(self._settle_redis(res, cost_usd))
+        self._spawn(self._settle_redis(res, cost_usd + res.members_usd))
         return 0.0
+
+    @staticmethod
+    def note_member_charge(res: Reservation | None, cost_usd: float) -> None:
+        """Remember ``cost_usd`` (USD) charged by a member call's own usage row against ``res``, so the
+        Redis settlement counts it (the database counts the row itself); a no-op without a reservation
+        or once settled."""
+        if res is not None and not res.settled:
+            res.members_usd += cost_usd
 
     async def _settle_redis(self, res: Reservation, cost_usd: float) -> None:
         from omniroute.state.redis.backend import FAILURES
@@ -395,9 +416,9 @@ def estimate_tokens(req: ChatRequest, candidates: Iterable[Candidate]) -> int:
     """Tokens a call counts against a tokens-per-minute limit before it runs: estimated prompt tokens
     plus ``max_completion_tokens``/``max_tokens`` (else :data:`ESTIMATE_OUTPUT_CAP`), capped at the
     largest maximum output among ``candidates`` — as OpenAI counts requests against its own limits."""
-    asked = _asked_output(req)
+    asked = asked_output(req)
     out = ESTIMATE_OUTPUT_CAP if asked is None else asked
     most = max((c.model.max_output_tokens or 0 for c in candidates), default=0)
     if most:
         out = min(out, most)
-    return _prompt_tokens(req) + out
+    return prompt_tokens(req) + out

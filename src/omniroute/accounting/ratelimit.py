@@ -6,7 +6,9 @@ estimated from the body plus ``max_tokens`` (else :data:`~omniroute.accounting.b
 the way OpenAI counts a request against its own token limits before it runs. A call over either limit
 is refused with 429, ``Retry-After`` (seconds) and the ``x-ratelimit-limit-*``, ``x-ratelimit-
 remaining-*`` and ``x-ratelimit-reset-*`` headers OpenAI's clients read (``-requests`` and
-``-tokens``).
+``-tokens``). An admitted call gets the same trio for each limit the key has on its response (the
+window after this call counted), as OpenAI's API sends them on every response
+(https://platform.openai.com/docs/guides/rate-limits#rate-limits-in-headers).
 
 The windows live in Redis when ``redis_url`` is configured (``limits.aio`` on redis-py, keys under
 the deployment's prefix), so every worker and replica shares them; else in process memory. An
@@ -91,14 +93,19 @@ class RateLimits:
             return None, None
         return rec.get("rpm") or self.default_rpm, rec.get("tpm") or self.default_tpm
 
-    async def hit(self, rec: dict[str, Any] | None, tokens: int) -> None:
+    async def hit(self, rec: dict[str, Any] | None, tokens: int) -> dict[str, str]:
         """Count one request of ``tokens`` estimated tokens for ``rec``; raises :class:`KeyRateLimited`
         (429 with ``Retry-After`` and ``x-ratelimit-*`` headers) when it does not fit. The requests
         window is checked first; a call refused for its tokens still counts as a request, as at
-        OpenAI. No-op without a key or limits."""
+        OpenAI. No-op without a key or limits.
+
+        Returns the response headers of an admitted call: ``x-ratelimit-limit-{kind}``,
+        ``x-ratelimit-remaining-{kind}`` (what is left in the window after this call) and
+        ``x-ratelimit-reset-{kind}`` (until the window is whole again, OpenAI's ``"6m0s"`` form) for
+        each ``kind`` (``requests``, ``tokens``) the key is limited on; ``{}`` without limits."""
         rpm, tpm = self.limits_for(rec)
         if rec is None or (rpm is None and tpm is None):
-            return
+            return {}
         checks = []
         if rpm is not None:
             checks.append(_Check("requests", RateLimitItemPerMinute(int(rpm)), 1))
@@ -106,7 +113,7 @@ class RateLimits:
             checks.append(_Check("tokens", RateLimitItemPerMinute(int(tpm)), max(int(tokens), 1)))
         key_id = str(rec["id"])
         try:
-            await self._hit(self._redis or self._memory, key_id, checks)
+            headers = await self._hit(self._redis or self._memory, key_id, checks)
             self._degraded = False
         except KeyRateLimited:
             raise
@@ -116,9 +123,10 @@ class RateLimits:
             if not self._degraded:
                 log.warning("rate limits: Redis unreachable, counting in this process: %s", exc)
             self._degraded = True
-            await self._hit(self._memory, key_id, checks)
+            headers = await self._hit(self._memory, key_id, checks)
+        return headers
 
-    async def _hit(self, storage: Storage, key_id: str, checks: list[_Check]) -> None:
+    async def _hit(self, storage: Storage, key_id: str, checks: list[_Check]) -> dict[str, str]:
         limiter = MovingWindowRateLimiter(storage)
         for c in checks:
             if await limiter.hit(c.item, key_id, c.kind, cost=c.cost):
@@ -126,6 +134,13 @@ class RateLimits:
             stats = await limiter.get_window_stats(c.item, key_id, c.kind)
             wait = max(stats.reset_time - _WALL.time(), 1.0) if c.cost <= c.item.amount else 60.0
             raise self._error(c, stats.remaining, wait)
+        headers: dict[str, str] = {}
+        for c in checks:
+            stats = await limiter.get_window_stats(c.item, key_id, c.kind)
+            headers[f"x-ratelimit-limit-{c.kind}"] = str(c.item.amount)
+            headers[f"x-ratelimit-remaining-{c.kind}"] = str(max(stats.remaining, 0))
+            headers[f"x-ratelimit-reset-{c.kind}"] = reset_text(stats.reset_time - _WALL.time())
+        return headers
 
     @staticmethod
     def _error(c: _Check, remaining: int, wait: float) -> KeyRateLimited:

@@ -32,8 +32,9 @@ log = logging.getLogger("omniroute.api")
 def routing_headers(
     req: ChatRequest, decision: Decision | None, overhead_ms: float, served: Any = None
 ) -> dict[str, str]:
-    """The API-7 headers: ``X-Request-Id`` and the ``X-OmniRoute-*`` routing headers."""
-    h = {"x-request-id": req.request_id}
+    """The API-7 headers: ``X-Request-Id`` and the ``X-OmniRoute-*`` routing headers; plus the
+    key's ``x-ratelimit-*`` headers when it has rate limits (API-8)."""
+    h = {"x-request-id": req.request_id, **req.rate_limit_headers}
     if decision is not None:
         if served is not None:
             h["x-omniroute-provider"] = served.provider.id
@@ -72,19 +73,20 @@ class _EarlyStart:
     Until the first content-bearing event the gateway holds the response back, so a failing target
     can still fall back invisibly (RESIL-9). Clients give up on a response whose headers take too long
     (Gemini CLI aborts after 60 s) and proxies drop idle connections, so once ``interval_s`` passes
-    without a commit the ``200`` headers (``X-Request-Id`` only: the routing headers are not known
-    yet, the decision endpoint has them) and the format's keep-alive (Anthropic ``ping``, else an SSE
-    comment) go out, and a keep-alive follows every ``interval_s``. Fallback goes on unseen behind
-    them; a request that then fails ends with the format's error event instead of an error status.
+    without a commit the ``200`` headers (``X-Request-Id`` and the key's ``x-ratelimit-*`` only: the
+    routing headers are not known yet, the decision endpoint has them) and the format's keep-alive
+    (Anthropic ``ping``, else an SSE comment) go out, and a keep-alive follows every ``interval_s``.
+    Fallback goes on unseen behind them; a request that then fails ends with the format's error event
+    instead of an error status.
     Costs one timer per streaming request; a task only when the timer fires. The timer runs on the
     event loop's real time, whatever the gateway's clock: it keeps a real client socket alive."""
 
-    __slots__ = ("_enc", "_interval", "_request_id", "_send", "_task", "_timer", "started")
+    __slots__ = ("_enc", "_interval", "_req", "_send", "_task", "_timer", "started")
 
-    def __init__(self, send: Send, enc: StreamEncoder, request_id: str, interval_s: float) -> None:
+    def __init__(self, send: Send, enc: StreamEncoder, req: ChatRequest, interval_s: float) -> None:
         self._send = send
         self._enc = enc
-        self._request_id = request_id  # the headers are built only if the timer fires
+        self._req = req  # the headers are built only if the timer fires
         self._interval = interval_s
         self._task: asyncio.Task[None] | None = None
         self.started = False
@@ -95,7 +97,8 @@ class _EarlyStart:
 
     async def _beat(self) -> None:
         self.started = True
-        headers = [*SSE_HEADERS, *encode_headers({"x-request-id": self._request_id})]
+        req = self._req  # admitted by now: its key's x-ratelimit-* headers go out too (API-8)
+        headers = [*SSE_HEADERS, *encode_headers({"x-request-id": req.request_id, **req.rate_limit_headers})]
         await self._send({"type": "http.response.start", "status": 200, "headers": headers})
         while True:
             await self._send({"type": "http.response.body", "body": self._enc.keepalive(), "more_body": True})
@@ -165,7 +168,7 @@ async def _run(
 ) -> None:
     enc = surface.encoder(req) if committed is not None else None
     interval = gw.config.server.stream_keepalive_s
-    early = _EarlyStart(send, enc, req.request_id, interval) if enc is not None and interval > 0 else None
+    early = _EarlyStart(send, enc, req, interval) if enc is not None and interval > 0 else None
     error: GatewayError | None = None
     try:
         outcome, _ = await gw.execute(req, decision)

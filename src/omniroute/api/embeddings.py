@@ -24,6 +24,7 @@ from omniroute.errors import GatewayError, InvalidRequest
 from omniroute.gateway import Gateway
 from omniroute.routing.decision import Decision
 from omniroute.routing.engine import Outcome
+from omniroute.routing.permissions import allowed_candidates
 from omniroute.routing.resolve import resolve
 from omniroute.values import Usage
 from omniroute.wire.openai.outbound import openai_error
@@ -83,7 +84,7 @@ async def embeddings(gw: Gateway, scope: Scope, receive: Receive, send: Send) ->
     rules: transient errors retried and failed over, a non-retryable one returned as is)."""
     t0 = gw.clock.monotonic()
     headers = header_map(scope)
-    req_id = gw.request_id_for(headers)
+    req_id = gw.request_id_for(headers, claim=True)
     try:
         key = gw.authenticate(headers)
         body = parse_json_object(
@@ -114,6 +115,7 @@ async def embeddings(gw: Gateway, scope: Scope, receive: Receive, send: Send) ->
                 param="model",
             )
         cands = [c for c in gw.planner.expand(plan.targets, decision) if c.provider.format == "openai"]
+        cands = allowed_candidates(gw.allowed_models_for(req.api_key_id), cands, decision, req.model)
         req.reservation = await gw.admit(req, cands)  # rate limits (429), budget (402)
         out = await gw.engine.run(req, cands, decision, call=EMBEDDINGS)
         assert isinstance(out, Outcome), "embeddings are never streamed"

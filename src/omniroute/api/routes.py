@@ -61,7 +61,7 @@ class FormatRoute:
             value = query.get(param)
             if value and header not in headers:
                 headers[header] = value
-        req_id = gw.request_id_for(headers)
+        req_id = gw.request_id_for(headers, claim=True)
         try:
             key = gw.authenticate(headers, allow_x_api_key=client.key_headers)
             raw = await read_body(

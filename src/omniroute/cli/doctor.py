@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from omniroute import bootstrap
 from omniroute.config import Config, ConfigError
+from omniroute.core.egress import EgressPolicy
 from omniroute.errors import UpstreamError
 from omniroute.gateway import data_dir_for
 from omniroute.providers.upstream import AttemptTimeouts, UpstreamClient
@@ -148,7 +149,8 @@ async def _check_upstreams(conns: list[Connection], catalog: Catalog, cfg: Confi
     """``GET <base_url>/models`` with each connection's credentials; 401/403 and 5xx fail."""
     t = cfg.resilience.timeouts
     client = UpstreamClient(
-        AttemptTimeouts(connect_s=t.connect_s, ttft_s=t.ttft_s, idle_s=t.idle_s, total_s=t.total_s)
+        AttemptTimeouts(connect_s=t.connect_s, ttft_s=t.ttft_s, idle_s=t.idle_s, total_s=t.total_s),
+        policy=EgressPolicy.from_config(cfg.security),  # keys go only where the gateway would send them
     )
     try:
         for c in conns:

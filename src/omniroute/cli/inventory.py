@@ -111,6 +111,7 @@ async def _open_for_edit(cfg: Config) -> tuple[Any, Any]:
 
 
 async def _add_connection(cfg: Config, data: dict[str, Any], env_name: str | None, prompt: bool) -> str:
+    from omniroute.core.egress import EgressPolicy
     from omniroute.inventory import ConnectionIn, add_connection, needs_api_key, parse
 
     body = parse(ConnectionIn, data)
@@ -119,7 +120,7 @@ async def _add_connection(cfg: Config, data: dict[str, Any], env_name: str | Non
         if catalog.provider(body.provider) is not None:
             key = _secret(env_name, prompt and needs_api_key(body, catalog))
             body = body.model_copy(update={"api_key": key})
-        conn = await add_connection(store, catalog, body)
+        conn = await add_connection(store, catalog, body, EgressPolicy.from_config(cfg.security))
     finally:
         await store.close()
     return "with an API key" if conn.api_key else "without an API key"
@@ -197,6 +198,7 @@ def _model(spec: str) -> dict[str, Any]:
 
 async def _add_provider(cfg: Config, data: dict[str, Any]) -> None:
     from omniroute.bootstrap import build_catalog
+    from omniroute.core.egress import EgressPolicy
     from omniroute.inventory import ProviderIn, add_provider, parse
 
     body = parse(ProviderIn, data)
@@ -206,7 +208,7 @@ async def _add_provider(cfg: Config, data: dict[str, Any]) -> None:
         build_catalog(cfg, await store.list_provider_nodes(), None)
 
     try:
-        await add_provider(store, catalog, body, validate)
+        await add_provider(store, catalog, body, validate, policy=EgressPolicy.from_config(cfg.security))
     finally:
         await store.close()
 

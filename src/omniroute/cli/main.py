@@ -85,6 +85,8 @@ def serve(
     """Run the gateway. With no config it serves built-in simulated providers (offline, no keys)."""
     import uvicorn
 
+    from omniroute.api.protocol import HeaderDeadlineProtocol
+
     flag = log_format.value if log_format is not None else None
     _setup_logging(flag)
     cfg = _load(config)
@@ -121,7 +123,8 @@ def serve(
         log_config=None,  # uvicorn's own lines go through the gateway's log setup (text or JSON)
         access_log=False,  # the gateway writes its own access line (omniroute.observe.access)
         loop="uvloop",
-        http="httptools",
+        http=HeaderDeadlineProtocol,
+        timeout_keep_alive=cfg.server.header_timeout_s,
         lifespan="on",
         timeout_graceful_shutdown=math.ceil(cfg.server.drain_timeout_s),  # uvicorn takes whole seconds
     )

@@ -78,6 +78,9 @@ DEFAULT_WORKERS = 1
 DEFAULT_STREAM_KEEPALIVE_S = 5.0
 DEFAULT_LOG_FORMAT: Final = "text"
 DEFAULT_DRAIN_TIMEOUT_S = 30.0
+METRICS_AUTH_VALUES = ("public", "admin", "token")
+DEFAULT_METRICS_AUTH = "admin"
+DEFAULT_HEADER_TIMEOUT_S = 10
 DEFAULT_MAX_RESPONSE_MB = 32.0
 """Largest upstream response body (MB, after decompression) read whole; past it the attempt fails with
 a 502 and the engine falls back. Generous for any chat or embeddings answer, small enough that a
@@ -169,7 +172,11 @@ class ServerConfig:
     rebinding guard, :mod:`omniroute.api.hosts`); ``log_format`` (``text`` or ``json``, overridden by
     ``serve --log-format``), ``otlp_endpoint`` (an OTLP/HTTP base URL for traces, ``None`` → off unless
     ``$OTEL_EXPORTER_OTLP_ENDPOINT`` is set) and ``drain_timeout_s`` (seconds requests in flight get to
-    finish after SIGTERM; :data:`DEFAULT_DRAIN_TIMEOUT_S`).
+    finish after SIGTERM; :data:`DEFAULT_DRAIN_TIMEOUT_S`). ``metrics_auth`` says who may read ``/metrics``:
+    ``public``, ``admin`` (the management API's rule: the admin key, or loopback when none is set;
+    the default) or ``token`` (``Authorization: Bearer <metrics_token>``, or the admin key).
+    ``header_timeout_s`` (whole seconds) closes a connection whose request headers have not all
+    arrived, and an idle keep-alive connection, after that long.
     """
 
     host: str = DEFAULT_HOST
@@ -183,6 +190,24 @@ class ServerConfig:
     log_format: str = DEFAULT_LOG_FORMAT
     otlp_endpoint: str | None = None
     drain_timeout_s: float = DEFAULT_DRAIN_TIMEOUT_S
+    metrics_auth: str = DEFAULT_METRICS_AUTH
+    metrics_token: str | None = field(default=None, repr=False)
+    header_timeout_s: int = DEFAULT_HEADER_TIMEOUT_S
+
+
+@dataclass(frozen=True, slots=True)
+class SecurityConfig:
+    """``security``: where provider keys may be sent (:mod:`omniroute.core.egress`).
+
+    ``allow_loopback_base_urls`` (default true: local model servers) and ``allow_private_base_urls``
+    (default true: RFC 1918/4193/6598 ranges, models on the LAN) say whether a ``base_url`` may point
+    there; ``denied_base_url_hosts`` lists more host names or CIDR ranges to refuse. Link-local and
+    cloud-metadata addresses are always refused.
+    """
+
+    allow_loopback_base_urls: bool = True
+    allow_private_base_urls: bool = True
+    denied_base_url_hosts: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -438,6 +463,7 @@ class Config:
     resilience: ResilienceConfig = field(default_factory=ResilienceConfig)
     auto: AutoConfig = field(default_factory=AutoConfig)
     upstream_limits: UpstreamLimitsConfig = field(default_factory=UpstreamLimitsConfig)
+    security: SecurityConfig = field(default_factory=SecurityConfig)
     combo_defaults: Mapping[str, Any] = field(default_factory=_empty_map)
     rate_limits: RateLimitsConfig = field(default_factory=RateLimitsConfig)
     source_path: Path | None = None

@@ -30,6 +30,7 @@ from omniroute.config import (
     DEFAULT_EXPLORATION_RATE,
     DEFAULT_FAILURE_THRESHOLD,
     DEFAULT_HALF_OPEN_PROBES,
+    DEFAULT_HEADER_TIMEOUT_S,
     DEFAULT_HOST,
     DEFAULT_IDLE_TIMEOUT_S,
     DEFAULT_LKGP_SCOPE,
@@ -70,12 +71,14 @@ from omniroute.config import (
     RateLimitsConfig,
     ResilienceConfig,
     RetriesConfig,
+    SecurityConfig,
     ServerConfig,
     StreamRescueConfig,
     TimeoutsConfig,
     UpstreamLimitsConfig,
 )
 from omniroute.core.combo import Combo, ComboMapping, OptionsMap, strategy_context
+from omniroute.core.egress import EgressPolicy, check_urls
 from omniroute.core.fields import Int, Number, field_message, key_path
 
 # --- ${ENV} resolution -------------------------------------------------------------------------------
@@ -158,6 +161,15 @@ class _Server(_Edge):
     log_format: Literal["text", "json"] = DEFAULT_LOG_FORMAT
     otlp_endpoint: _Str | None = None
     drain_timeout_s: Number = Field(DEFAULT_DRAIN_TIMEOUT_S, ge=0)
+    metrics_auth: Literal["public", "admin", "token"] = "admin"
+    metrics_token: str | None = None
+    header_timeout_s: Int = Field(DEFAULT_HEADER_TIMEOUT_S, ge=1, le=3600)
+
+
+class _Security(_Edge):
+    allow_loopback_base_urls: bool = True
+    allow_private_base_urls: bool = True
+    denied_base_url_hosts: list[_Str] = []
 
 
 class _ApiKey(_Edge):
@@ -305,6 +317,7 @@ class _Root(_Edge):
     auto: _Auto | None = None
     upstream_limits: _UpstreamLimits | None = None
     rate_limits: _RateLimits | None = None
+    security: _Security | None = None
     combo_defaults: OptionsMap | None = None
 
 
@@ -454,7 +467,35 @@ def _convert(root: _Root, errors: list[tuple[str, str]]) -> Config:
         rate_limits=RateLimitsConfig(**root.rate_limits.model_dump())
         if root.rate_limits
         else RateLimitsConfig(),
+        security=_convert_security(root, server, providers, connections, errors),
     )
+
+
+def _convert_security(
+    root: _Root,
+    server: ServerConfig,
+    providers: tuple[ProviderConfig, ...],
+    connections: tuple[ConnectionConfig, ...],
+    errors: list[tuple[str, str]],
+) -> SecurityConfig:
+    """The ``security`` section, and every configured ``base_url`` checked against its policy."""
+    sec = root.security or _Security()
+    security = SecurityConfig(
+        sec.allow_loopback_base_urls, sec.allow_private_base_urls, tuple(sec.denied_base_url_hosts)
+    )
+    try:
+        policy = EgressPolicy.from_config(security)
+    except ValueError as exc:
+        errors.append(("security.denied_base_url_hosts", str(exc)))
+        return security
+    urls = [(f"providers[{i}].base_url", p.base_url) for i, p in enumerate(providers)]
+    urls += [(f"connections[{i}].base_url", c.base_url) for i, c in enumerate(connections)]
+    for problem in check_urls(policy, urls):
+        where, _, why = problem.partition(": ")
+        errors.append((where, why))
+    if server.metrics_auth == "token" and not server.metrics_token:
+        errors.append(("server.metrics_token", "required when metrics_auth is token"))
+    return security
 
 
 def _convert_provider(i: int, p: _Provider, errors: list[tuple[str, str]]) -> ProviderConfig:

@@ -20,6 +20,7 @@ from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.staticfiles import StaticFiles
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
+from omniroute.api.admin.core import Admin
 from omniroute.dashboard import auth, auto, combos, keys, overview, providers, requests, simulate
 from omniroute.dashboard.web import PACKAGE_DIR, PREFIX, STATIC_URL, SignInRequired
 
@@ -57,8 +58,9 @@ def install(app: FastAPI) -> None:
         )
 
     @app.get("/docs", include_in_schema=False)
-    async def _docs() -> HTMLResponse:
-        """Swagger UI for ``/openapi.json`` from the bundled files (works offline)."""
+    async def _docs(gw: Admin) -> HTMLResponse:
+        """Swagger UI for ``/openapi.json`` from the bundled files (works offline); behind the
+        management API's authentication, like the document it shows."""
         vendor = f"{STATIC_URL}/vendor/swagger-ui"
         return get_swagger_ui_html(
             openapi_url="/openapi.json",

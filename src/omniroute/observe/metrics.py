@@ -24,7 +24,7 @@ import os
 import shutil
 import tempfile
 from bisect import bisect_left
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -243,6 +243,8 @@ class Metrics(Collector):
                 DEGRADED, DEGRADED_DOC, registry=None, multiprocess_mode="livemostrecent"
             )
         self._gauges: list[Metric] = []
+        #: more gauges, each made fresh on every scrape (e.g. the accounting spool's size)
+        self.gauge_sources: list[Callable[[], Metric]] = []
         self.registry = CollectorRegistry()
         self.registry.register(self)
 
@@ -361,6 +363,7 @@ class Metrics(Collector):
                 value=sum(1 for c in cooldowns.values() if c.get("until")),
             ),
             GaugeMetricFamily("omniroute_model_lockouts", "Active model lockouts.", value=len(lockouts)),
+            *(source() for source in self.gauge_sources),
         ]
         if state_entries is not None:
             entries = GaugeMetricFamily(

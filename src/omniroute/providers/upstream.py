@@ -14,11 +14,15 @@ assembled in linear time.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import ipaddress
+import socket
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 import aiohttp
+from aiohttp.abc import AbstractResolver, ResolveResult
 
+from omniroute.core.egress import EgressDenied, EgressPolicy
 from omniroute.errors import ConnectionFailed, ResponseTooLarge, StreamBroken, Timeout, UpstreamError
 
 
@@ -268,14 +272,56 @@ class UpstreamResponse:
         self._resp.close()
 
 
+class PolicyResolver(AbstractResolver):
+    """An aiohttp resolver that drops resolved addresses the policy refuses (a host name that
+    resolves, or later re-resolves, to a metadata or refused address cannot receive a key).
+    When every address is refused, raises :class:`OSError` (aiohttp reports a connection failure)."""
+
+    def __init__(self, policy: Callable[[], EgressPolicy], inner: AbstractResolver | None = None) -> None:
+        from aiohttp.resolver import DefaultResolver
+
+        self._policy = policy  # read per lookup: a config reload changes it
+        self._inner = inner or DefaultResolver()
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
+        """The inner resolver's results minus refused addresses; :class:`OSError` if none is left."""
+        policy = self._policy()
+        results = await self._inner.resolve(host, port, family)
+        kept: list[ResolveResult] = []
+        reasons: list[str] = []
+        for r in results:
+            try:
+                policy.check_address(ipaddress.ip_address(r["host"].split("%", 1)[0]), host)
+            except (EgressDenied, ValueError) as exc:
+                reasons.append(str(exc))
+                continue
+            kept.append(r)
+        if not kept:
+            raise OSError(f"every address of {host} is refused by the base_url policy: {'; '.join(reasons)}")
+        return kept
+
+    async def close(self) -> None:
+        """Close the inner resolver."""
+        await self._inner.close()
+
+
 class UpstreamClient:
     """Owns the process's single aiohttp session (PROV-4). Create once at start-up, ``close`` at exit."""
 
     def __init__(
-        self, timeouts: AttemptTimeouts, *, limits: ReadLimits | None = None, limit: int = 1000
+        self,
+        timeouts: AttemptTimeouts,
+        *,
+        limits: ReadLimits | None = None,
+        limit: int = 1000,
+        policy: EgressPolicy | None = None,
     ) -> None:
         self.timeouts = timeouts
         self.limits = limits or ReadLimits()
+        #: where keys may go: checked on every request's URL and on every resolved address
+        self.policy = policy or EgressPolicy()
         self._limit = limit
         self._session: aiohttp.ClientSession | None = None
         # one immutable ClientTimeout per connect timeout, instead of one per request
@@ -284,7 +330,11 @@ class UpstreamClient:
     def _ensure(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
             connector = aiohttp.TCPConnector(
-                limit=self._limit, limit_per_host=0, ttl_dns_cache=300, enable_cleanup_closed=True
+                limit=self._limit,
+                limit_per_host=0,
+                ttl_dns_cache=300,
+                enable_cleanup_closed=True,
+                resolver=PolicyResolver(lambda: self.policy),
             )
             self._session = aiohttp.ClientSession(
                 connector=connector, auto_decompress=True, skip_auto_headers=("User-Agent",)
@@ -331,6 +381,7 @@ class UpstreamClient:
             raise
 
     async def _post(self, req: UpstreamRequest, provider: str, t: AttemptTimeouts) -> UpstreamResponse:
+        self._check_url(req.url, provider)
         session = self._ensure()
         ctimeout = self._connect_timeouts.get(t.connect_s)
         if ctimeout is None:
@@ -353,8 +404,17 @@ class UpstreamClient:
             ) from None
         return UpstreamResponse(resp, provider, t, self.limits)
 
+    def _check_url(self, url: str, provider: str) -> None:
+        """The request-time re-check of the ``base_url`` policy (a literal address or a refused name;
+        resolved names are checked by :class:`PolicyResolver`): :class:`ConnectionFailed` if refused."""
+        try:
+            self.policy.check_url(url)
+        except EgressDenied as exc:
+            raise ConnectionFailed(f"{provider}: {exc}", provider=provider) from None
+
     async def get(self, url: str, headers: dict[str, str], *, timeout_s: float = 5.0) -> tuple[int, bytes]:
         """A plain GET (``doctor`` reachability checks); raises :class:`UpstreamError` subclasses."""
+        self._check_url(url, url)
         session = self._ensure()
         try:
             async with session.get(url, headers=headers, timeout=aiohttp.ClientTimeout(total=timeout_s)) as r:

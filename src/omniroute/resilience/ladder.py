@@ -257,7 +257,12 @@ class Resilience:
                 await self.state.set_quota(cand.connection.id, snapshot)
 
     async def record_failure(
-        self, cand: Candidate, err: UpstreamError, latency_ms: float | None = None
+        self,
+        cand: Candidate,
+        err: UpstreamError,
+        latency_ms: float | None = None,
+        *,
+        count_breaker: bool = True,
     ) -> None:
         """An attempt on ``cand`` failed with the classified ``err``: the breaker counts it if it is a
         counted failure (RESIL-1), RateLimited/Overloaded cool the connection and AuthInvalid marks
@@ -266,10 +271,12 @@ class Resilience:
         records a failure unless the request itself was at fault (bad request, context overflow,
         content filter). A model the provider does not know (``ModelUnavailable`` for a model its
         catalog entry does not list: a client's typo) leaves no lockout and no window behind, so
-        made-up model names cannot grow the routing state."""
+        made-up model names cannot grow the routing state. ``count_breaker=False`` leaves the breaker
+        out (a 500 held until the request shows whose fault it was,
+        :mod:`omniroute.resilience.attribution`; :meth:`count_held` counts it later)."""
         now = self.clock.time()
         was_probe = self._settle_probe(cand.key)
-        counted = await self.breaker.on_failure(cand.provider.id, err, now)
+        counted = await self.breaker.on_failure(cand.provider.id, err, now) if count_breaker else None
         if counted is None and was_probe:
             await self.breaker.release_probe(cand.provider.id, now)
         scoped = cand.model.id if cooldown_scope(err, cand.provider.format) == "model" else ""
@@ -281,6 +288,11 @@ class Resilience:
             await self.lockout.on_failure(account_lock_key(cand), err, now)
         if not isinstance(err, _NOT_TARGET_FAULT):
             await self.state.record_sample(cand.key, now, latency_ms=latency_ms or 0.0, ok=False)
+
+    async def count_held(self, cand: Candidate, err: UpstreamError) -> None:
+        """Count a failure held by :meth:`record_failure` (``count_breaker=False``) against its
+        provider's breaker after all (the request was not shown to be at fault)."""
+        await self.breaker.on_failure(cand.provider.id, err, self.clock.time())
 
     async def release_probe(self, cand: Candidate) -> None:
         """Give back the half-open probe slot claimed for ``cand`` when it was not attempted or the

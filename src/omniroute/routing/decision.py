@@ -7,7 +7,9 @@ A :class:`Decision` is built by the engine for every request, carried in the com
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
+
+import orjson
 
 from omniroute.errors import AttemptRecord, ExclusionRecord
 
@@ -189,6 +191,29 @@ class Decision:
             ],
             **self.extra,
         }
+
+
+class StoredDecision(NamedTuple):
+    """A decision already in the form written to the store: ``payload`` is the JSON of
+    :meth:`Decision.to_stored` (bytes, ≈ 10.7 kB for an auto decision with 50 candidates, in one
+    allocation); ``ts`` is the request's arrival (epoch s). It holds none of the engine's objects (the
+    scoring records an auto :class:`Decision` keeps until its rows are built), so a queue of them grows
+    only by what will be written (PERF-5)."""
+
+    request_id: str
+    ts: float
+    payload: bytes
+
+    @classmethod
+    def of(cls, decision: Decision) -> StoredDecision:
+        """``decision`` serialised now (≈ 37 µs for an auto decision; see :meth:`Decision.to_stored`)."""
+        payload = orjson.dumps(decision.to_stored(), option=orjson.OPT_NON_STR_KEYS)
+        return cls(decision.request_id, decision.ts, payload)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The :meth:`Decision.to_dict` form (as JSON values), via :func:`expand_stored`."""
+        data: dict[str, Any] = orjson.loads(self.payload)
+        return expand_stored(data)
 
 
 Packer = Callable[[], dict[str, Any]]

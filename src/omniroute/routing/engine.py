@@ -33,6 +33,7 @@ from omniroute.errors import (
     UpstreamError,
 )
 from omniroute.providers.upstream import AttemptTimeouts, UpstreamClient, UpstreamRequest, UpstreamResponse
+from omniroute.resilience.attribution import FaultAttribution
 from omniroute.resilience.ladder import LadderContext, Resilience
 from omniroute.resilience.redact import redact_error
 from omniroute.routing.decision import Decision
@@ -282,6 +283,7 @@ class Budget:
     deadline: float
     clock: Clock
     max_hint_wait_s: float
+    faults: FaultAttribution = field(default_factory=FaultAttribution)
 
     def spent(self, attempts: int) -> bool:
         return attempts >= self.limit or self.clock.monotonic() >= self.deadline
@@ -368,6 +370,36 @@ class Engine:
             retries.max_hint_wait_s,
         )
         errors: list[UpstreamError] = []
+        try:
+            out = await self._run_survivors(
+                survivors, req, decision, ctx, budget, errors, on_success, prepare, call
+            )
+        finally:
+            await self._count_held(budget)
+        if out is not None:
+            return out
+        raise await self.exhausted(candidates, errors, decision)
+
+    async def _count_held(self, budget: Budget) -> None:
+        """Count the request's held 500s against their breakers unless the request was shown at fault
+        (:mod:`omniroute.resilience.attribution`)."""
+        for cand, err in budget.faults.release():
+            await self.resilience.count_held(cand, err)
+
+    async def _run_survivors(
+        self,
+        survivors: list[Candidate],
+        req: ChatRequest,
+        decision: Decision,
+        ctx: LadderContext,
+        budget: Budget,
+        errors: list[UpstreamError],
+        on_success: Callable[[Candidate], Any] | None,
+        prepare: Callable[[Candidate, ChatRequest], ChatRequest] | None,
+        call: UpstreamCall | None,
+    ) -> Outcome | StreamOutcome | None:
+        """The attempt loop of :meth:`run` over the ladder's survivors; ``None`` when none served."""
+        resilience = self.resilience
         lastidx = len(survivors) - 1
         for idx, cand in enumerate(survivors):
             if budget.spent(len(decision.attempts)):
@@ -395,10 +427,10 @@ class Engine:
                     await _call_hook(on_success, cand)
             else:
                 out.on_done.append(self._stream_done_hook(on_success, decision))
-                if retries.stream_rescue:
+                if self.retries.stream_rescue:
                     attach_rescue(self, out, req, survivors[idx:], decision, ctx, budget, errors, prepare)
             return out
-        raise await self.exhausted(candidates, errors, decision)
+        return None
 
     async def _precheck(
         self, cand: Candidate, ctx: LadderContext, failed_before: bool
@@ -454,7 +486,10 @@ class Engine:
                         t0,
                     )
                 )
-                await self.resilience.record_failure(cand, err, ms)
+                held = budget.faults.hold(cand, err)
+                if not held:
+                    await self._count_held(budget)
+                await self.resilience.record_failure(cand, err, ms, count_breaker=not held)
                 errors.append(err)
                 if not err.retryable:
                     raise

@@ -24,6 +24,7 @@ from omniroute.routing.multicall_parts import (
     priced,
     tool_calls,
 )
+from omniroute.routing.permissions import allowed_candidates
 from omniroute.routing.plan import Planner
 from omniroute.routing.resolve import Plan, PlanTarget, resolve
 from omniroute.routing.services import RoutingServices
@@ -73,6 +74,8 @@ class CallServices(RoutingServices, Protocol):
         member: str | None = None,
         charge: bool = True,
     ) -> None: ...
+
+    def allowed_models_for(self, api_key_id: str | None) -> list[str] | None: ...
 
 
 class RunCombo(Protocol):
@@ -312,6 +315,7 @@ class MultiCall:
                 return await self._dispatch_combo(plan.combo.name, req, sub)
             targets = list(plan.targets)
         candidates = gw.planner.expand(targets, sub)
+        candidates = allowed_candidates(gw.allowed_models_for(req.api_key_id), candidates, sub, model)
         return await gw.engine.run(req, candidates, sub, per_target=self.per_target)
 
     async def _dispatch_combo(self, name: str, req: ChatRequest, sub: Decision) -> Outcome | StreamOutcome:
@@ -337,6 +341,7 @@ class MultiCall:
         kind = "auto" if combo.strategy == "auto" else "combo"
         plan = Plan(kind=kind, requested=name, route="combo-ref", combo=combo)
         candidates, opts = await gw.planner.candidates(plan, req, sub)
+        candidates = allowed_candidates(gw.allowed_models_for(req.api_key_id), candidates, sub, name)
         return await gw.engine.run(
             req,
             candidates,

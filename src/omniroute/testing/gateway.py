@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import uvicorn
 
+from omniroute.api.protocol import HeaderDeadlineProtocol
 from omniroute.app import OmniRouteApp, create_app
 from omniroute.clock import Clock, FakeClock, SystemClock
 from omniroute.config import Config
@@ -67,6 +68,8 @@ class GatewayThread:
                 access_log=False,
                 lifespan="on",
                 loop="asyncio",
+                http=HeaderDeadlineProtocol,
+                timeout_keep_alive=config.server.header_timeout_s,
                 timeout_graceful_shutdown=2,
             )
         )

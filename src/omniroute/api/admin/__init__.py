@@ -18,6 +18,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from omniroute.api.admin import auto, auto_scores, combos, connections, core, resilience, trial, usage
+from omniroute.api.admin.openapi_doc import document_errors
 from omniroute.core.fields import field_errors
 from omniroute.errors import GatewayError, InvalidRequest
 from omniroute.gateway import Gateway
@@ -43,7 +44,9 @@ def _is_overflow(exc: BaseException | None) -> bool:
 
 def build_admin_app(gw: Gateway) -> FastAPI:
     """The FastAPI app for everything outside the ``/v1`` hot path."""
-    app = FastAPI(title="OmniRoute management API", version="0.1.0", docs_url=None, redoc_url=None)
+    app = FastAPI(
+        title="OmniRoute management API", version="0.1.0", docs_url=None, redoc_url=None, openapi_url=None
+    )
 
     @app.exception_handler(GatewayError)
     async def _gateway_error(request: Request, exc: GatewayError) -> JSONResponse:
@@ -121,6 +124,12 @@ def build_admin_app(gw: Gateway) -> FastAPI:
     for module in (core, usage, trial, connections, resilience, combos, auto, auto_scores):
         app.include_router(module.router)
     _public_descriptions(app)
+
+    @app.get("/openapi.json", include_in_schema=False)
+    async def _openapi(gw: core.Admin) -> JSONResponse:
+        """The OpenAPI document, behind the management API's authentication (it maps the API)."""
+        return JSONResponse(app.openapi())
+
     return app
 
 
@@ -138,7 +147,8 @@ def _public_descriptions(app: FastAPI) -> None:
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
             schema = build()
-            app.openapi_schema = orjson.loads(_REQUIREMENT_IDS.sub("", orjson.dumps(schema).decode()))
+            public = orjson.loads(_REQUIREMENT_IDS.sub("", orjson.dumps(schema).decode()))
+            app.openapi_schema = document_errors(public)
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]

@@ -183,8 +183,11 @@ class Feedback(BaseModel):
 @router.post("/v1/auto-combo/feedback")
 async def feedback(body: Feedback, gw: Gw, key_id: ClientKey) -> dict[str, Any]:
     """Record quality feedback for the candidate that served ``request_id`` (the ``quality``
-    factor of auto routing)."""
+    factor of auto routing). Only the key that sent the request may rate it: another key's request
+    id is a 404, as if unknown."""
     d = await gw.get_decision(body.request_id)
+    if d is not None and d.get("api_key_id") != key_id:
+        d = None
     served = d.get("served") if d else None
     if not served:
         raise GatewayError(

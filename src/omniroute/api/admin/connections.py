@@ -15,6 +15,7 @@ from typing import Any
 from fastapi import APIRouter
 
 from omniroute.api.admin.core import Admin
+from omniroute.core.egress import EgressPolicy
 from omniroute.errors import GatewayError, InvalidRequest
 from omniroute.gateway import Gateway
 from omniroute.inventory import (
@@ -24,6 +25,7 @@ from omniroute.inventory import (
     ProviderIn,
     add_connection,
     add_provider,
+    check_base_url,
 )
 
 __all__ = ["ConnectionIn", "ConnectionPatch", "ModelIn", "ProviderIn", "router"]
@@ -50,7 +52,7 @@ async def create_connection(body: ConnectionIn, gw: Admin) -> dict[str, Any]:
     """Add a connection; it serves the very next request. An id that already exists is a 400 (change
     it with ``PUT /api/connections/{id}``, never by re-creating it)."""
     assert gw.store is not None
-    await add_connection(gw.store, gw.registry.catalog, body)
+    await add_connection(gw.store, gw.registry.catalog, body, EgressPolicy.from_config(gw.config.security))
     await gw.resilience.mark_connection_valid(body.id)
     await gw.refresh()
     return _public(gw, await gw.store.list_connections_public(), body.id)
@@ -58,12 +60,20 @@ async def create_connection(body: ConnectionIn, gw: Admin) -> dict[str, Any]:
 
 @router.put("/api/connections/{cid}")
 async def update_connection(cid: str, body: ConnectionPatch, gw: Admin) -> dict[str, Any]:
-    """Change some fields of a connection; a new secret clears an "invalid credentials" mark."""
+    """Change some fields of a connection; a new secret clears an "invalid credentials" mark.
+
+    A new ``base_url`` drops the stored secret unless the same request supplies one (``api_key`` or
+    ``access_token``): whoever answers at the new address would otherwise receive the old key.
+    """
     assert gw.store is not None
     current = await gw.store.get_connection(cid)
     if current is None:
         raise GatewayError(f"No connection '{cid}'.", status=404, code="not_found", param="id")
     changes = body.model_dump(exclude_unset=True)
+    check_base_url(changes.get("base_url"), EgressPolicy.from_config(gw.config.security))
+    if "base_url" in changes and changes["base_url"] != current.base_url:
+        changes.setdefault("api_key", None)
+        changes.setdefault("access_token", None)
     if "tags" in changes:
         changes["tags"] = tuple(changes["tags"] or ())
     await gw.store.upsert_connection(dataclasses.replace(current, **changes))
@@ -120,7 +130,14 @@ async def upsert_provider(body: ProviderIn, gw: Admin) -> dict[str, Any]:
     """Add a custom provider or override catalog fields; a new provider needs ``base_url``."""
     assert gw.store is not None
     try:
-        await add_provider(gw.store, gw.registry.catalog, body, gw.refresh, gw.formats)
+        await add_provider(
+            gw.store,
+            gw.registry.catalog,
+            body,
+            gw.refresh,
+            gw.formats,
+            EgressPolicy.from_config(gw.config.security),
+        )
     except InvalidRequest:
         await gw.refresh()  # the snapshot of the restored store
         raise

@@ -134,12 +134,32 @@ async def ready(gw: Annotated[Gateway, Depends(gateway)], response: Response) ->
     }
 
 
+def require_metrics_access(request: Request, gw: Annotated[Gateway, Depends(gateway)]) -> Gateway:
+    """Who may read ``/metrics`` (``server.metrics_auth``): ``public`` anyone; ``admin`` the
+    management API's rule (:func:`require_admin`); ``token`` ``Authorization: Bearer
+    <server.metrics_token>`` or the admin key. 401 otherwise (non-ASCII credentials included)."""
+    server = gw.config.server
+    if server.metrics_auth == "public":
+        return gw
+    if server.metrics_auth == "admin":
+        return require_admin(request, gw)
+    auth = request.headers.get("authorization", "")
+    if not auth.isascii():
+        raise AuthenticationFailed("Invalid credentials: keys are ASCII text.")
+    token = auth[7:].strip() if auth[:7].lower() == "bearer " else ""
+    for expected in (server.metrics_token, server.admin_key):
+        if token and expected and hmac.compare_digest(token.encode(), expected.encode()):
+            return gw
+    raise AuthenticationFailed("/metrics needs 'Authorization: Bearer <server.metrics_token>'.")
+
+
 @router.get("/metrics", tags=["health"], response_class=Response)
-async def metrics(gw: Annotated[Gateway, Depends(gateway)]) -> Response:
+async def metrics(gw: Annotated[Gateway, Depends(require_metrics_access)]) -> Response:
     """Prometheus exposition (OBS-3): requests, attempts, fallbacks, breaker state per provider,
     cooldowns, lockouts, latency/TTFT/overhead histograms, tokens and cost, requests in flight,
     whether the shared routing state is degraded and the in-process state tables' sizes; summed over
-    workers under ``--workers N``."""
+    workers under ``--workers N``. Who may read it is ``server.metrics_auth`` (the admin key, or
+    loopback without one, by default)."""
     if gw.store is not None:
         gw.metrics.set_state_degraded(not await gw.state_ready())
     local = memory_state_of(gw.state)

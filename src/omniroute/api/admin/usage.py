@@ -151,14 +151,58 @@ async def usage_traffic(gw: Admin, window: Window = "24h") -> TrafficSummary:
     )
 
 
-@router.get("/api/usage/summary")
+class UsageSums(BaseModel):
+    """Requests, tokens per class and cost (USD) summed over usage rows. ``prompt_tokens`` include the
+    cache reads (``cached_tokens``) and writes (``cache_write_tokens``, of which
+    ``cache_write_1h_tokens`` have the 1-hour lifetime; the rest the 5-minute one), so uncached input
+    is ``prompt_tokens - cached_tokens - cache_write_tokens``; ``completion_tokens`` include the
+    ``reasoning_tokens`` (OpenAI's usage names)."""
+
+    requests: int
+    prompt_tokens: int = Field(description="all input tokens: uncached, cache reads and cache writes")
+    completion_tokens: int = Field(description="all output tokens, reasoning included")
+    cached_tokens: int = Field(description="input tokens read from the provider's prompt cache")
+    cache_write_tokens: int = Field(description="input tokens written to the cache (5 min and 1 h)")
+    cache_write_1h_tokens: int = Field(description="of the cache writes, those with the 1-hour lifetime")
+    reasoning_tokens: int = Field(description="of the output tokens, reasoning/thinking tokens")
+    cost_usd: float = Field(description="cost in USD at the prices in force (USD per 1M tokens × tokens)")
+    price_unknown_requests: int = Field(description="requests of models without a known price ($0)")
+
+
+class UsageGroup(UsageSums):
+    """One group's sums; only the grouped-by fields are present (``key`` is the API key id, ``null``
+    for requests without a key; ``day`` the UTC date ``YYYY-MM-DD``)."""
+
+    key: str | None = None
+    model: str | None = None
+    provider: str | None = None
+    day: str | None = None
+
+
+class UsageSummary(BaseModel):
+    """``GET /api/usage/summary``: the groups, the span summed (epoch s) and the totals."""
+
+    group_by: list[str]
+    since: float
+    until: float
+    data: list[UsageGroup]
+    total: UsageSums
+
+
+@router.get("/api/usage/summary", response_model=UsageSummary, response_model_exclude_unset=True)
 async def usage_summary(
     gw: Admin,
-    group_by: str = "day",
-    since: float | None = None,
-    until: float | None = None,
+    group_by: Annotated[
+        str,
+        Query(
+            description="comma-separated groups: any of key, model, provider, day (UTC date)",
+            examples=["key,day"],
+        ),
+    ] = "day",
+    since: Annotated[float | None, Query(description="start, epoch seconds (default: 30 days ago)")] = None,
+    until: Annotated[float | None, Query(description="end, epoch seconds (default: now)")] = None,
 ) -> dict[str, Any]:
-    """Usage and cost summed per group (OBS-1).
+    """Usage and cost summed per key, model, provider and/or day (OBS-1).
 
     ``group_by`` is a comma-separated list of ``key``, ``model``, ``provider``, ``day`` (UTC);
     ``since``/``until`` are epoch seconds (default: the last 30 days up to now). Returns ``data``

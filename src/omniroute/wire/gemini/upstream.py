@@ -26,7 +26,8 @@ from typing import Any
 
 import orjson
 
-from omniroute.errors import MalformedEvent, StreamBroken, UpstreamError
+from omniroute.core.egress import path_segment
+from omniroute.errors import InvalidRequest, MalformedEvent, StreamBroken, UpstreamError
 from omniroute.providers.upstream import UpstreamRequest
 from omniroute.resilience.classify import classify_http, error_from_payload
 from omniroute.values import Candidate, ChatRequest
@@ -96,11 +97,17 @@ _TOOL_MODES = {"auto": "AUTO", "none": "NONE", "required": "ANY"}
 
 def generate_url(base_url: str, model: str, *, stream: bool) -> str:
     """``{base}/models/{model}:generateContent`` or ``:streamGenerateContent?alt=sse``; a base without
-    an API version gets ``/v1beta``."""
+    an API version gets ``/v1beta``. The model id is checked and percent-encoded
+    (:func:`omniroute.core.egress.path_segment`), so it can never reach another path on the
+    provider; an id that does not match is an :class:`~omniroute.errors.InvalidRequest` naming ``model``.
+    """
     base = base_url.rstrip("/")
     if not base.rsplit("/", 1)[-1].startswith("v1"):
         base += "/v1beta"
-    model = model.removeprefix("models/")
+    try:
+        model = path_segment(model.removeprefix("models/"))
+    except ValueError as exc:
+        raise InvalidRequest(str(exc), param="model") from None
     return (
         f"{base}/models/{model}:streamGenerateContent?alt=sse"
         if stream
