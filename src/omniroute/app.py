@@ -88,8 +88,11 @@ class OmniRouteApp:
             if handler is not None:
                 await _method_not_allowed(scope, send, handler)
                 return
-            if method == "GET" and (path == "/v1/models" or path.startswith("/v1/models/")):
-                await list_models(self.gateway, scope, receive, send)
+            if path == "/v1/models" or path.startswith("/v1/models/"):
+                if method == "GET":
+                    await list_models(self.gateway, scope, receive, send)
+                else:
+                    await _method_not_allowed(scope, send, None, allow="GET")
                 return
             declared = dict(scope["headers"]).get(b"content-length", b"")
             if declared.isdigit() and int(declared) > self.gateway.max_body_bytes:
@@ -302,18 +305,19 @@ def _capped(receive: Receive, limit: int) -> Receive:
     return wrapped
 
 
-async def _method_not_allowed(scope: Scope, send: Send, handler: GwHandler) -> None:
-    """405 for a client route called with another method than POST, in that route's own error
-    shape (Anthropic clients get Anthropic's, Gemini clients Gemini's; OpenAI's otherwise)."""
+async def _method_not_allowed(
+    scope: Scope, send: Send, handler: GwHandler | None, allow: str = "POST"
+) -> None:
+    """A 405 with an ``Allow`` header (RFC 9110 §15.5.6), in the error shape of the route's own
+    wire format (Anthropic on ``/v1/messages``, Gemini on ``/v1beta``; OpenAI otherwise)."""
     err = GatewayError(
-        f"Method {scope['method']} not allowed on {scope['path']}; use POST.",
+        f"Method {scope['method']} not allowed on {scope['path']}; use {allow}.",
         status=405,
         code="method_not_allowed",
     )
     err.type = "invalid_request_error"
-    client = handler.client if isinstance(handler, FormatRoute) else None
-    body = client.error_body(err) if client is not None else openai_error(err)
-    await send_json(send, 405, body, [(b"allow", b"POST")])
+    shape = handler.client.error_body if isinstance(handler, FormatRoute) else openai_error
+    await send_json(send, 405, shape(err), [(b"allow", allow.encode())])
 
 
 def create_app(

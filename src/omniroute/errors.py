@@ -10,6 +10,7 @@ Every error a client can see is a :class:`GatewayError`; it carries the HTTP ``s
     ├── ClientError                   the request itself is wrong; never falls back (RESIL-5)
     │   ├── InvalidRequest            400, names the field (API-6)
     │   ├── PayloadTooLarge           413 (server.max_body_mb)
+    │   ├── UnsupportedMediaType      415 a Content-Encoding the gateway cannot decode
     │   ├── RequestTimeout            408 the body did not arrive in time
     │   ├── AuthenticationFailed      401 (API-8)
     │   ├── PermissionDenied          403 model not in the key's allowlist (API-8)
@@ -84,6 +85,14 @@ class PayloadTooLarge(ClientError):
 
     status = 413
     code = "request_too_large"
+
+
+class UnsupportedMediaType(ClientError):
+    """415 when the body uses a ``Content-Encoding`` the gateway cannot decode (RFC 9110 §15.5.16);
+    ``param`` is ``content-encoding``."""
+
+    status = 415
+    code = "unsupported_media_type"
 
 
 class RequestTimeout(ClientError):

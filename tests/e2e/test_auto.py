@@ -99,7 +99,7 @@ def test_vision_variant_keeps_only_vision_candidates(gt: GatewayThread) -> None:
 
 def test_mode_header_switches_the_pack(gt: GatewayThread) -> None:
     """AUTO-7: seeded latencies make G cheap-slow and O expensive-fast: Mode cheap → G, fast → O,
-    balanced → default weights, unknown → ignored (default weights)."""
+    balanced → default weights; an unknown mode is a 400 naming the header."""
 
     async def seed(gw: Gateway) -> None:
         now = gw.clock.time()
@@ -109,12 +109,14 @@ def test_mode_header_switches_the_pack(gt: GatewayThread) -> None:
 
     gt.call(seed)
     got = {}
-    for mode in ("cheap", "fast", "balanced", "warp-speed"):
+    for mode in ("cheap", "fast", "balanced"):
         r = chat(gt, headers={"X-OmniRoute-Mode": mode, "X-Session-Id": f"mode-{mode}"})
         got[mode] = (served(r), decision(gt, r)["auto"]["weights"])
     assert got["cheap"] == ("local-g", "cost-saver")
     assert got["fast"] == ("local-o", "ship-fast")
-    assert got["balanced"][1] == "default" and got["warp-speed"][1] == "default"
+    assert got["balanced"][1] == "default"
+    r = chat(gt, headers={"X-OmniRoute-Mode": "warp-speed"})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "X-OmniRoute-Mode"
 
 
 def test_budget_cheapest_serves_the_cheapest_and_strict_is_402(gt: GatewayThread) -> None:

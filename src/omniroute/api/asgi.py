@@ -6,13 +6,15 @@ path reads the body and writes responses itself with these few helpers.
 
 from __future__ import annotations
 
+import contextlib
+import zlib
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any
 
 import orjson
 
 from omniroute.deadlines import BodyDeadlines
-from omniroute.errors import InvalidRequest, PayloadTooLarge
+from omniroute.errors import InvalidRequest, PayloadTooLarge, UnsupportedMediaType
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -50,19 +52,83 @@ def query_map(scope: Scope) -> dict[str, str]:
 
 
 async def read_body(
-    receive: Receive, limit: int, declared: str | None = None, deadlines: BodyDeadlines | None = None
+    receive: Receive,
+    limit: int,
+    declared: str | None = None,
+    deadlines: BodyDeadlines | None = None,
+    encoding: str | None = None,
 ) -> bytes:
-    """The whole request body; raises :class:`PayloadTooLarge` past ``limit`` bytes (OPS-2
-    max_body_mb), at once when the declared ``Content-Length`` is already larger, and
+    """The whole request body, decoded per its ``Content-Encoding`` (``encoding``, see
+    :func:`decode_content`); raises :class:`PayloadTooLarge` past ``limit`` bytes (OPS-2
+    max_body_mb) sent or decoded, at once when the declared ``Content-Length`` is already larger,
+    :class:`UnsupportedMediaType` (415) for an encoding it cannot decode, and
     :class:`RequestTimeout` (408) when the body does not arrive within the ``deadlines`` allowance
     (default :data:`~omniroute.deadlines.BODY_TIMEOUT_S`)."""
     if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise PayloadTooLarge(
-            f"Request body exceeds the limit of {limit / (1024 * 1024):g} MB (server.max_body_mb)."
-        )
+        raise _too_large(limit)
+    codings = _codings(encoding)
     if deadlines is None:
         deadlines = BodyDeadlines()
-    return await deadlines.run(lambda: _read_body(receive, limit))
+    raw = await deadlines.run(lambda: _read_body(receive, limit))
+    for coding in reversed(codings):  # applied in the order listed, so undone in reverse
+        raw = decode_content(raw, coding, limit)
+    return raw
+
+
+CONTENT_CODINGS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
+"""Request ``Content-Encoding`` values decoded, with their zlib ``wbits`` (RFC 9110 §8.4.1: gzip,
+deflate = zlib format; ``identity`` is the absence of one). Others are a 415."""
+
+
+def _too_large(limit: int) -> PayloadTooLarge:
+    return PayloadTooLarge(
+        f"Request body exceeds the limit of {limit / (1024 * 1024):g} MB (server.max_body_mb)."
+    )
+
+
+def _codings(encoding: str | None) -> list[str]:
+    """The non-identity codings of a ``Content-Encoding`` value; a 415 naming the header for one
+    that is not in :data:`CONTENT_CODINGS`."""
+    if not encoding:
+        return []
+    codings = [c.strip().lower() for c in encoding.split(",") if c.strip()]
+    codings = [c for c in codings if c != "identity"]
+    for c in codings:
+        if c not in CONTENT_CODINGS:
+            raise UnsupportedMediaType(
+                f"Unsupported Content-Encoding '{c[:50]}': send the body uncompressed or as gzip or deflate.",
+                param="content-encoding",
+            )
+    return codings
+
+
+def decode_content(raw: bytes, coding: str, limit: int) -> bytes:
+    """``raw`` decoded from ``coding`` (a :data:`CONTENT_CODINGS` key; ``deflate`` also accepts raw
+    DEFLATE without the zlib wrapper), never inflating past ``limit`` bytes
+    (:class:`PayloadTooLarge`, so a small compressed bomb cannot exhaust memory); corrupt or truncated
+    data is an :class:`InvalidRequest` naming ``content-encoding``."""
+    try:
+        return _inflate(raw, CONTENT_CODINGS[coding], limit)
+    except zlib.error:
+        if coding == "deflate":
+            with contextlib.suppress(zlib.error):
+                return _inflate(raw, -zlib.MAX_WBITS, limit)
+    raise InvalidRequest(
+        f"The request body is not valid {coding} data (Content-Encoding: {coding}).",
+        param="content-encoding",
+    )
+
+
+def _inflate(raw: bytes, wbits: int, limit: int) -> bytes:
+    """Inflate one stream; :class:`zlib.error` when corrupt or cut short."""
+    d = zlib.decompressobj(wbits)
+    out = d.decompress(raw, limit + 1)
+    if len(out) > limit or d.unconsumed_tail:
+        raise _too_large(limit)
+    out += d.flush()
+    if not d.eof:
+        raise zlib.error("truncated stream")
+    return out
 
 
 async def _read_body(receive: Receive, limit: int) -> bytes:

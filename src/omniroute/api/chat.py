@@ -20,6 +20,7 @@ import orjson
 from omniroute.api.asgi import SSE_HEADERS, Receive, Send, encode_headers, send_bytes
 from omniroute.errors import GatewayError, InvalidRequest, UpstreamError
 from omniroute.gateway import Gateway
+from omniroute.routing.auto.controls import check_steering_headers
 from omniroute.routing.decision import Decision
 from omniroute.routing.engine import Outcome, StreamOutcome
 from omniroute.values import ChatRequest, Usage
@@ -326,9 +327,12 @@ def chat_request(
     raw: bytes | None = None,
 ) -> ChatRequest:
     """Build the canonical request: ``X-Route-Model`` overrides ``body.model`` (SPEC §4); tags from
-    ``X-OmniRoute-Tags`` (COMBO-4); session from ``X-Session-Id``/``X-OmniRoute-Session`` (AUTO-5a)."""
+    ``X-OmniRoute-Tags`` (COMBO-4); session from ``X-Session-Id``/``X-OmniRoute-Session`` (AUTO-5a).
+    Raises :class:`InvalidRequest` (400) for a bad model id or steering header value
+    (:func:`~omniroute.routing.auto.controls.check_steering_headers`)."""
     model = headers.get("x-route-model") or body.get("model") or ""
     check_model_id(model)
+    check_steering_headers(headers)
     so = body.get("stream_options") or {}
     tags = tuple(t.strip() for t in headers.get("x-omniroute-tags", "").split(",") if t.strip())
     return ChatRequest(

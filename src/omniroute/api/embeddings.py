@@ -93,7 +93,13 @@ async def embeddings(gw: Gateway, scope: Scope, receive: Receive, send: Send) ->
     try:
         key = gw.authenticate(headers)
         body = parse_json_object(
-            await read_body(receive, gw.max_body_bytes, headers.get("content-length"), gw.body_deadlines),
+            await read_body(
+                receive,
+                gw.max_body_bytes,
+                headers.get("content-length"),
+                gw.body_deadlines,
+                headers.get("content-encoding"),
+            ),
             headers.get("content-type"),
         )
         _validate(body)

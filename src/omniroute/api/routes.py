@@ -15,6 +15,7 @@ import re
 from collections.abc import Awaitable, Callable, Iterable
 
 from omniroute.api.asgi import (
+    SSE_HEADERS,
     Message,
     Receive,
     Scope,
@@ -54,19 +55,24 @@ class FormatRoute:
         t0 = gw.clock.monotonic()
         headers = header_map(scope)
         client = self.client
+        query = query_map(scope)
         if client.key_query is not None:
             param, header = client.key_query
-            value = query_map(scope).get(param)
+            value = query.get(param)
             if value and header not in headers:
                 headers[header] = value
         req_id = gw.request_id_for(headers, claim=True)
         try:
             key = gw.authenticate(headers, allow_x_api_key=client.key_headers)
             raw = await read_body(
-                receive, gw.max_body_bytes, headers.get("content-length"), gw.body_deadlines
+                receive,
+                gw.max_body_bytes,
+                headers.get("content-length"),
+                gw.body_deadlines,
+                headers.get("content-encoding"),
             )
             body = parse_json_object(raw, headers.get("content-type"))
-            call = Call(scope["path"], headers, key["id"] if key else None, gw.store, gw.clock)
+            call = Call(scope["path"], headers, key["id"] if key else None, gw.store, gw.clock, query)
             got = await self.read(body, call)
             if isinstance(got, TokenCount):
                 gw.check_key_allows(key, got.model)
@@ -93,8 +99,10 @@ class FormatRoute:
 
 def _send_for(got: Inbound, send: Send) -> Send:
     """``send``, or one that awaits the format's ``before_end`` before the response's last body
-    message goes out."""
+    message goes out, or that gives a stream the format's own ``stream_content_type``."""
     before_end = got.before_end
+    if got.stream_content_type is not None:
+        send = _with_stream_content_type(send, got.stream_content_type)
     if before_end is None:
         return send
 
@@ -104,6 +112,22 @@ def _send_for(got: Inbound, send: Send) -> Send:
         await send(msg)
 
     return send_after
+
+
+def _with_stream_content_type(send: Send, content_type: bytes) -> Send:
+    """``send`` with the ``Content-Type`` of a streamed (SSE) response replaced by
+    ``content_type``; other responses (errors, JSON) pass unchanged."""
+
+    async def send_typed(msg: Message) -> None:
+        if msg["type"] == "http.response.start":
+            headers = msg.get("headers") or []
+            if (b"content-type", SSE_HEADERS[0][1]) in headers:
+                msg["headers"] = [
+                    (b"content-type", content_type) if k == b"content-type" else (k, v) for k, v in headers
+                ]
+        await send(msg)
+
+    return send_typed
 
 
 def route_table(

@@ -166,6 +166,12 @@ def resolve_route(reg: Registry, model: str) -> Plan:
     if combo is not None:
         return _combo_plan(model, combo, "mapping")
     low = model.lower()
+    if low == "auto/":
+        raise ModelNotFound(
+            f"The model '{model}' names auto routing but no variant after the '/': send 'auto' or "
+            "an 'auto/<variant>' id. GET /v1/models lists the ids this gateway serves.",
+            param="model",
+        )
     if low == "auto" or low.startswith("auto/"):
         return Plan(kind="auto", requested=model, route="auto", variant=model[5:] if "/" in model else "")
     if "/" in model:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from omniroute.clock import Clock
@@ -112,14 +112,16 @@ class ResponseStore(Protocol):
 class Call:
     """One inbound request as a route's ``read`` hook sees it: the URL ``path``, the request
     ``headers`` (lower-case names), the caller's API key id (``None`` when keys are not used), the
-    gateway's conversation ``store`` (``None`` before it has started) and its ``clock``. Made once per
-    request, so not frozen (a frozen dataclass costs twice as much to build); treat it as read-only."""
+    gateway's conversation ``store`` (``None`` before it has started), its ``clock`` and the URL's
+    ``query`` parameters (e.g. Gemini's ``alt=sse``). Made once per request, so not frozen (a frozen
+    dataclass costs twice as much to build); treat it as read-only."""
 
     path: str
     headers: Mapping[str, str]
     api_key_id: str | None
     store: ResponseStore | None
     clock: Clock
+    query: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def model_required(self) -> bool:
@@ -140,6 +142,8 @@ class Inbound:
     surface: Surface
     native: dict[str, Any] | None = None
     before_end: Callable[[], Awaitable[None]] | None = None
+    stream_content_type: bytes | None = None
+    """A stream's ``Content-Type`` when it is not SSE (Gemini's streamed JSON array)."""
 
 
 @dataclass(frozen=True, slots=True)

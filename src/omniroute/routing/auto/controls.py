@@ -3,14 +3,17 @@
 Headers (auto routes only, one request only; seed 001 "Per-Request Controls"):
 
 - ``X-OmniRoute-Mode``: a mode alias or pack name (:data:`~omniroute.routing.auto.packs.MODE_ALIASES`);
-  ``balanced``/``default`` force the default weights; unknown values are ignored.
+  ``balanced``/``default`` force the default weights.
 - ``X-OmniRoute-Budget``: a finite number > 0, USD per request, compared with each candidate's
-  estimated cost (:func:`estimated_cost_usd`); anything else is ignored.
+  estimated cost (:func:`estimated_cost_usd`).
 - ``X-OmniRoute-Budget-Fallback``: ``cheapest``/``cheapest-viable``/``soft`` → serve the cheapest
-  anyway; ``strict``/``block``/``hard`` → HTTP 402 (:func:`budget_error`); unknown ignored.
+  anyway; ``strict``/``block``/``hard`` → HTTP 402 (:func:`budget_error`).
 - ``X-OmniRoute-Effort: auto``: when the body has no reasoning field, resolve ``reasoning_effort``
   low/medium/high from the current turn's shape (:func:`resolve_effort`).
 - ``X-OmniRoute-Seed``: seeds the request's random draws (exploration), for tests and the simulator.
+
+Any other value of Mode, Budget, Budget-Fallback or Effort is a 400 naming the header on every
+client route (:func:`check_steering_headers`), so :func:`parse_controls` only sees valid ones there.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from omniroute.errors import BudgetExceeded, InvalidRequest
-from omniroute.routing.auto.packs import resolve_mode
+from omniroute.routing.auto.packs import MODE_ALIASES, resolve_mode
 from omniroute.values import ModelInfo
 
 __all__ = [
@@ -30,6 +33,7 @@ __all__ = [
     "DEFAULT_OUTPUT_TOKENS",
     "RequestControls",
     "budget_error",
+    "check_steering_headers",
     "estimated_cost_usd",
     "parse_budget_fallback",
     "parse_controls",
@@ -98,6 +102,43 @@ def parse_controls(headers: Mapping[str, str]) -> RequestControls:
         effort="auto" if effort == "auto" else None,
         seed=headers.get("x-omniroute-seed") or None,
     )
+
+
+STEERING_HEADERS: Final = (
+    "x-omniroute-mode",
+    "x-omniroute-budget",
+    "x-omniroute-budget-fallback",
+    "x-omniroute-effort",
+)
+"""The documented steering headers whose values are checked on every client route (README
+"Per-request headers")."""
+
+
+def _invalid_choice(header: str, value: str, allowed: tuple[str, ...]) -> InvalidRequest:
+    return InvalidRequest(f"{header} must be one of {', '.join(allowed)}; got {value[:100]!r}.", param=header)
+
+
+def check_steering_headers(headers: Mapping[str, str]) -> None:
+    """Reject a documented ``X-OmniRoute-*`` steering header (lower-case names in ``headers``) whose
+    value is not one the gateway understands, on every route (combo, provider/model, auto): a client
+    that asks for a mode, a budget cap, a fallback or an effort must not be served as if it had not.
+
+    Raises :class:`InvalidRequest` (400) naming the header and its allowed values: ``Mode`` a
+    :data:`~omniroute.routing.auto.packs.MODE_ALIASES` key, ``Budget`` a number of USD >= 0,
+    ``Budget-Fallback`` ``cheapest``/``strict`` or their aliases, ``Effort`` ``auto``. Blank values
+    count as absent."""
+    if not any(h in headers for h in STEERING_HEADERS):
+        return
+    mode = headers.get("x-omniroute-mode", "").strip()
+    if mode and resolve_mode(mode) is None:
+        raise _invalid_choice("X-OmniRoute-Mode", mode, tuple(MODE_ALIASES))
+    _budget(headers.get("x-omniroute-budget"))
+    fallback = headers.get("x-omniroute-budget-fallback", "").strip()
+    if fallback and parse_budget_fallback(fallback) is None:
+        raise _invalid_choice("X-OmniRoute-Budget-Fallback", fallback, tuple(_FALLBACKS))
+    effort = headers.get("x-omniroute-effort", "").strip()
+    if effort and effort.lower() != "auto":
+        raise _invalid_choice("X-OmniRoute-Effort", effort, ("auto",))
 
 
 def output_tokens(body: Mapping[str, Any]) -> int:

@@ -23,7 +23,7 @@ from typing import Any
 
 import orjson
 
-from omniroute.errors import MalformedEvent, StreamBroken, UpstreamError
+from omniroute.errors import InvalidRequest, MalformedEvent, StreamBroken, UpstreamError
 from omniroute.providers.upstream import UpstreamRequest
 from omniroute.resilience.classify import classify_http, error_from_payload
 from omniroute.values import Candidate, ChatRequest, Usage
@@ -487,6 +487,19 @@ def _clamp_native(body: dict[str, Any], cand: Candidate) -> None:
         body["thinking"] = {**thinking, "budget_tokens": max(clamped - 1, 1)}
 
 
+def _check_single_choice(body: dict[str, Any], cand: Candidate) -> None:
+    """The Messages API returns one answer per request (it has no ``n``), so a request for several
+    choices is a 400 naming ``n`` rather than a silent single choice."""
+    n = body.get("n")
+    if isinstance(n, int) and n > 1:
+        raise InvalidRequest(
+            f"'n' = {n} asks for several choices, but {cand.provider.id}/{cand.model.id} speaks the "
+            "Anthropic Messages API, which returns one; send n = 1 or route to an OpenAI- or "
+            "Gemini-format model.",
+            param="n",
+        )
+
+
 class AnthropicAdapter:
     """Adapter for the Anthropic Messages wire format (``POST {base_url}/v1/messages``)."""
 
@@ -496,6 +509,7 @@ class AnthropicAdapter:
             body = native_for_upstream(req.native)
             _clamp_native(body, cand)
         else:
+            _check_single_choice(req.body, cand)
             body = to_anthropic_request(req.body, cand)
         body["model"] = cand.model.id
         if stream:

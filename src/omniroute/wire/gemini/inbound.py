@@ -1,7 +1,7 @@
 """Gemini ``generateContent`` request → canonical request (PROV-1, API-6), for the Gemini-style inbound
-routes: ``POST /v1beta/models/{model}:generateContent``, ``:streamGenerateContent`` (SSE, as with
-``?alt=sse``) and ``:countTokens`` — also under ``/v1/models/...``, since the google-genai SDK
-defaults to API version ``v1``.
+routes: ``POST /v1beta/models/{model}:generateContent``, ``:streamGenerateContent`` (SSE with
+``?alt=sse``, else Google's streamed JSON array) and ``:countTokens`` — also under
+``/v1/models/...``, since the google-genai SDK defaults to API version ``v1``.
 
 Input: a ``GenerateContentRequest`` (https://ai.google.dev/api/generate-content): ``contents`` (turns
 with role ``user`` | ``model`` and ``parts``: ``text``, ``inlineData``, ``fileData``, ``functionCall``,
@@ -34,6 +34,7 @@ from omniroute.wire._common import (
     with_signature,
 )
 from omniroute.wire.base import Call, Inbound, TokenCount
+from omniroute.wire.gemini.json_array import ARRAY_SURFACE, JSON_ARRAY_CONTENT_TYPE
 from omniroute.wire.gemini.outbound import SURFACE
 from omniroute.wire.openai.inbound import validate_chat_body
 from omniroute.wire.reasoning import blocks_from_encrypted
@@ -513,6 +514,9 @@ async def read_model_method(body: dict[str, Any], call: Call) -> Inbound | Token
         raise InvalidRequest("The model is missing from the URL.", param="model")
     if method == "countTokens":
         return _count_tokens(body, call.headers.get("x-route-model") or model)
-    canonical = to_canonical(body, model, stream=method == "streamGenerateContent")
+    stream = method == "streamGenerateContent"
+    canonical = to_canonical(body, model, stream=stream)
     _validate_canonical(canonical)
+    if stream and call.query.get("alt", "").lower() != "sse":  # Google's streamed JSON array
+        return Inbound(canonical, ARRAY_SURFACE, native=body, stream_content_type=JSON_ARRAY_CONTENT_TYPE)
     return Inbound(canonical, SURFACE, native=body)
