@@ -31,7 +31,7 @@ from omniroute.config import Config, ConfigError, load_config
 from omniroute.core.combo import Combo, ComboMapping
 from omniroute.core.egress import EgressPolicy
 from omniroute.deadlines import BodyDeadlines
-from omniroute.errors import AuthenticationFailed, ModelNotFound, PermissionDenied
+from omniroute.errors import AuthenticationFailed, PermissionDenied
 from omniroute.extensions import Extensions
 from omniroute.observe.access import note as note_access
 from omniroute.observe.accounting import accounting_writers, spool_gauge
@@ -40,8 +40,7 @@ from omniroute.observe.metrics import Metrics
 from omniroute.providers.catalog import Catalog
 from omniroute.providers.upstream import AttemptTimeouts, ReadLimits, UpstreamClient
 from omniroute.references import stored_problems, warn_stored_problems
-from omniroute.routing.auto.listing import auto_models
-from omniroute.routing.combos import combo_limits, log_shadowing
+from omniroute.routing.combos import log_shadowing
 from omniroute.routing.decision import Decision, StoredDecision, expand_stored
 from omniroute.routing.engine import Engine, Outcome, RetrySettings, StreamOutcome
 from omniroute.routing.member_estimate import multi_call_estimate_usd
@@ -49,12 +48,11 @@ from omniroute.routing.multicall import execute_multi_call, is_multi_call
 from omniroute.routing.permissions import allowed_candidates
 from omniroute.routing.plan import Planner
 from omniroute.routing.registry import Registry
-from omniroute.routing.resolve import check_alias_routes, resolve, resolve_route, with_context_1m_beta
+from omniroute.routing.resolve import check_alias_routes, resolve, with_context_1m_beta
 from omniroute.simulated import (
     SAMPLE_COMBO,
     SimulatedFleet,
     retire_sample_combo,
-    routes_only_to_simulated,
     simulated_providers,
     store_sample_combo,
 )
@@ -437,77 +435,6 @@ class Gateway:
     def max_body_bytes(self) -> int:
         """``server.max_body_mb`` in bytes (413 above it)."""
         return int(self.config.server.max_body_mb * 1024 * 1024)
-
-    def model_list(self) -> list[dict[str, Any]]:
-        """Every routable id for ``GET /v1/models`` (API-2): connected ``provider/model`` ids, combos with
-        ``context_length``/``max_output_tokens`` = MAX over their targets, and the auto ids."""
-        reg = self.registry
-        out: list[dict[str, Any]] = []
-        for p, m in reg.routable_models():
-            item = {
-                "id": f"{p.id}/{m.id}",
-                "object": "model",
-                "created": 0,
-                "owned_by": "simulated" if p.simulated else p.id,
-                "context_length": m.context_window,
-                "max_output_tokens": m.max_output_tokens,
-            }
-            if p.simulated:
-                item["simulated"] = True
-            out.append(item)
-        for name, combo in reg.combos.items():
-            ctx, mo = combo_limits(self, combo)
-            simulated = routes_only_to_simulated(combo)  # owned and labelled like its targets
-            out.append(
-                {
-                    "id": name,
-                    "object": "model",
-                    "created": 0,
-                    "owned_by": "simulated" if simulated else "combo",
-                    "context_length": ctx,
-                    "max_output_tokens": mo,
-                    "strategy": combo.strategy,
-                    **({"simulated": True} if simulated else {}),
-                }
-            )
-        out.extend(self.auto_models())
-        out.extend(self._alias_models(out))
-        return out
-
-    def _alias_models(self, listed: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """One entry per ``model_aliases`` match (SPEC §4) with ``alias_of`` = its route and the
-        ``context_length``/``max_output_tokens`` of what it routes to (``listed``: the other ids). An
-        alias whose route stopped resolving (its combo deleted at run time) is left out."""
-        by_id = {m["id"]: m for m in listed}
-        out: list[dict[str, Any]] = []
-        for a in self.registry.aliases:
-            try:
-                plan = resolve_route(self.registry, a.route)
-            except ModelNotFound:
-                continue
-            if plan.targets:
-                ctx = max((t.model.context_window or 0 for t in plan.targets), default=0) or None
-                mo = max((t.model.max_output_tokens or 0 for t in plan.targets), default=0) or None
-            else:
-                target = by_id.get(plan.combo.name if plan.combo else plan.requested) or by_id.get("auto", {})
-                ctx, mo = target.get("context_length"), target.get("max_output_tokens")
-            out.append(
-                {
-                    "id": a.match,
-                    "object": "model",
-                    "created": 0,
-                    "owned_by": "alias",
-                    "context_length": ctx,
-                    "max_output_tokens": mo,
-                    "alias_of": a.route,
-                }
-            )
-        return out
-
-    def auto_models(self) -> list[dict[str, Any]]:
-        """``auto`` and its advertised variants (AUTO-1) with ``context_length``/``max_output_tokens`` =
-        MAX over each pool, never 0 (API-2)."""
-        return auto_models(self)
 
     # -- auth --------------------------------------------------------------------------------
     def authenticate(

@@ -7,6 +7,7 @@ from omniroute.api.asgi import Receive, Scope, Send, header_map, send_json
 from omniroute.api.chat import send_error
 from omniroute.errors import GatewayError
 from omniroute.gateway import Gateway
+from omniroute.routing.model_list import model_list
 from omniroute.routing.resolve import not_found
 from omniroute.wire.openai.outbound import openai_error
 
@@ -19,7 +20,7 @@ async def list_models(gw: Gateway, scope: Scope, receive: Receive, send: Send) -
     except GatewayError as err:
         await send_error(send, openai_error, err)
         return
-    data = gw.model_list()
+    data = model_list(gw)
     path: str = scope["path"]
     if path.rstrip("/") != "/v1/models":
         mid = path[len("/v1/models/") :]

@@ -31,6 +31,7 @@ from omniroute.api.admin.core import list_connections
 from omniroute.api.admin.trial import TryIn, try_model
 from omniroute.dashboard.web import PREFIX, Page, console_page, form_errors, redirect
 from omniroute.errors import GatewayError, InvalidRequest
+from omniroute.routing.model_list import model_list
 
 router = APIRouter()
 PageDep = Annotated[Page, Depends(console_page)]
@@ -136,7 +137,7 @@ async def _editor(page: Page, combo: dict[str, Any] | None, status: int = 200, *
         strategies=gw.strategies.names(),
         options=STRATEGY_OPTIONS,
         common_options=COMMON_OPTIONS,
-        models=[m["id"] for m in gw.model_list() if m.get("owned_by") not in ("combo", "auto")],
+        models=[m["id"] for m in model_list(gw) if m.get("owned_by") not in ("combo", "auto")],
         combo_names=sorted(gw.registry.combos),
         connections=[c["id"] for c in (await list_connections(gw))["data"]],
         **extra,
