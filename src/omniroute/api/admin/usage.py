@@ -21,7 +21,7 @@ from omniroute.core.fields import INT64_MAX
 from omniroute.errors import GatewayError, InvalidRequest
 from omniroute.gateway import Gateway
 from omniroute.store import Store
-from omniroute.store.repos.usage import USAGE_GROUPS, USAGE_TOKEN_CLASSES
+from omniroute.store.repos.usage import USAGE_GROUPS, USAGE_TOKEN_CLASSES, usd_sum
 
 router = APIRouter(tags=["usage"])
 
@@ -208,8 +208,8 @@ async def usage_summary(
     ``group_by`` is a comma-separated list of ``key``, ``model``, ``provider``, ``day`` (UTC);
     ``since``/``until`` are epoch seconds (default: the last 30 days up to now). Returns ``data``
     (one item per group: the group values, ``requests``, each token class, ``cost_usd`` in USD,
-    ``price_unknown_requests``) and ``total`` (the same sums over all groups). 400 naming
-    ``group_by`` on an unknown group.
+    ``price_unknown_requests``) and ``total`` (the same sums over all groups); costs are rounded to
+    nano-dollars. 400 naming ``group_by`` on an unknown group, ``until`` when it is before ``since``.
     """
     assert gw.store is not None and gw.usage is not None
     groups = [g.strip() for g in group_by.split(",") if g.strip()]
@@ -221,12 +221,19 @@ async def usage_summary(
             code="invalid_request_error",
             param="group_by",
         )
-    await gw.usage.flush()
     end = gw.clock.time() if until is None else until
     start = end - _SUMMARY_DEFAULT_S if since is None else since
+    if end < start:
+        raise GatewayError(
+            f"until: {end:g} is before since ({start:g}); until must not be earlier than since.",
+            status=400,
+            code="invalid_request_error",
+            param="until",
+        )
+    await gw.usage.flush()
     data = await gw.store.usage_summary(groups, start, end)
     total: dict[str, Any] = {
-        k: sum(item[k] for item in data)
-        for k in ("requests", *USAGE_TOKEN_CLASSES, "cost_usd", "price_unknown_requests")
+        k: sum(item[k] for item in data) for k in ("requests", *USAGE_TOKEN_CLASSES, "price_unknown_requests")
     }
+    total["cost_usd"] = usd_sum(sum(item["cost_usd"] for item in data))
     return {"group_by": groups, "since": start, "until": end, "data": data, "total": total}

@@ -185,7 +185,7 @@ class UsageRepo(RepoBase):
                 "failures": int(r["failures"] or 0),
                 "avg_latency_ms": float(r["avg_latency_ms"]) if r["avg_latency_ms"] is not None else None,
                 "avg_ttft_ms": float(r["avg_ttft_ms"]) if r["avg_ttft_ms"] is not None else None,
-                "cost_usd": float(r["cost_usd"] or 0.0),
+                "cost_usd": usd_sum(r["cost_usd"]),
                 "last_ts": float(r["last_ts"]),
             }
         return out
@@ -233,7 +233,7 @@ class UsageRepo(RepoBase):
             rows = (await conn.execute(stmt)).mappings().all()
         out: list[dict[str, Any]] = []
         for r in rows:
-            item = {**r, "cost_usd": float(r["cost_usd"] or 0.0)}
+            item = {**r, "cost_usd": usd_sum(r["cost_usd"])}
             for c in (*USAGE_TOKEN_CLASSES, "price_unknown_requests"):
                 item[c] = int(r[c] or 0)
             if "day" in item:
@@ -307,7 +307,7 @@ class UsageRepo(RepoBase):
                     .limit(TOP_N)
                 )
             ).mappings()
-            models = [{**r, "cost_usd": float(r["cost_usd"] or 0.0)} for r in top_models]
+            models = [{**r, "cost_usd": usd_sum(r["cost_usd"])} for r in top_models]
             top_keys = (
                 await conn.execute(
                     select(
@@ -321,7 +321,7 @@ class UsageRepo(RepoBase):
                     .limit(TOP_N)
                 )
             ).mappings()
-            keys = [{**r, "cost_usd": float(r["cost_usd"] or 0.0)} for r in top_keys]
+            keys = [{**r, "cost_usd": usd_sum(r["cost_usd"])} for r in top_keys]
         total = totals.get(0) or _empty_figures()
         return {
             "totals": total,
@@ -417,6 +417,17 @@ class UsageRepo(RepoBase):
         }
 
 
+COST_DECIMALS: Final = 9
+"""Decimal places (USD) a summed ``cost_usd`` is rounded to: a nano-dollar, far below any price
+(USD per 1M tokens × one token), so the rounding only removes binary float noise such as
+``0.00018899999999999999``."""
+
+
+def usd_sum(value: Any) -> float:
+    """A summed cost (USD, ``None`` for no rows) as reported: rounded to :data:`COST_DECIMALS`."""
+    return round(float(value or 0.0), COST_DECIMALS)
+
+
 def _status_filter(status: str) -> ColumnElement[bool]:
     """The ``status`` filter of :meth:`UsageRepo.recent_usage`."""
     if status == "ok":
@@ -478,7 +489,7 @@ async def _bucket_figures(
             "requests": int(r["requests"]),
             "errors": int(r["errors"] or 0),
             "fallbacks": int(r["fallbacks"] or 0),
-            "cost_usd": float(r["cost_usd"] or 0.0),
+            "cost_usd": usd_sum(r["cost_usd"]),
             "prompt_tokens": int(r["prompt_tokens"] or 0),
             "completion_tokens": int(r["completion_tokens"] or 0),
         }
