@@ -5,8 +5,10 @@ A key's ``rpm``/``tpm`` (else the config's ``rate_limits.rpm``/``tpm``) bound wh
 estimated from the body plus ``max_tokens`` (else :data:`~omniroute.accounting.budget.ESTIMATE_OUTPUT_CAP`),
 the way OpenAI counts a request against its own token limits before it runs. A call over either limit
 is refused with 429, ``Retry-After`` (seconds) and the ``x-ratelimit-limit-*``, ``x-ratelimit-
-remaining-*`` and ``x-ratelimit-reset-*`` headers OpenAI's clients read (``-requests`` and
-``-tokens``). An admitted call gets the same trio for each limit the key has on its response (the
+remaining-*`` and ``x-ratelimit-reset-*`` headers OpenAI's clients read (one trio per limit the key
+has: ``-requests`` and ``-tokens``); a call larger than the whole tokens limit, which no wait can
+admit, gets ``x-should-retry: false`` instead of ``Retry-After``. An admitted call gets the same
+trio for each limit the key has on its response (the
 window after this call counted), as OpenAI's API sends them on every response
 (https://platform.openai.com/docs/guides/rate-limits#rate-limits-in-headers).
 
@@ -132,39 +134,52 @@ class RateLimits:
             if await limiter.hit(c.item, key_id, c.kind, cost=c.cost):
                 continue
             stats = await limiter.get_window_stats(c.item, key_id, c.kind)
-            wait = max(stats.reset_time - _WALL.time(), 1.0) if c.cost <= c.item.amount else 60.0
-            raise self._error(c, stats.remaining, wait)
+            wait = max(stats.reset_time - _WALL.time(), 1.0)
+            err = self._error(c, stats.remaining, wait)
+            for other in checks:  # one trio per limit the key has, the refused one's as it was refused
+                if other is not c:
+                    err.headers.update(await self._trio(limiter, key_id, other))
+            raise err
         headers: dict[str, str] = {}
         for c in checks:
-            stats = await limiter.get_window_stats(c.item, key_id, c.kind)
-            headers[f"x-ratelimit-limit-{c.kind}"] = str(c.item.amount)
-            headers[f"x-ratelimit-remaining-{c.kind}"] = str(max(stats.remaining, 0))
-            headers[f"x-ratelimit-reset-{c.kind}"] = reset_text(stats.reset_time - _WALL.time())
+            headers.update(await self._trio(limiter, key_id, c))
         return headers
 
     @staticmethod
+    async def _trio(limiter: MovingWindowRateLimiter, key_id: str, c: _Check) -> dict[str, str]:
+        """The ``x-ratelimit-{limit,remaining,reset}-{kind}`` headers of ``c``'s window now."""
+        stats = await limiter.get_window_stats(c.item, key_id, c.kind)
+        return {
+            f"x-ratelimit-limit-{c.kind}": str(c.item.amount),
+            f"x-ratelimit-remaining-{c.kind}": str(max(stats.remaining, 0)),
+            f"x-ratelimit-reset-{c.kind}": reset_text(stats.reset_time - _WALL.time()),
+        }
+
+    @staticmethod
     def _error(c: _Check, remaining: int, wait: float) -> KeyRateLimited:
+        """The 429 for check ``c``. A call larger than the whole limit can never fit: it gets no
+        ``Retry-After`` and ``x-should-retry: false``, the header the openai and anthropic SDKs obey
+        before their own retry rules (openai-python and anthropic-sdk-python ``_should_retry``)."""
         limit = c.item.amount
         unit = "requests per minute (RPM)" if c.kind == "requests" else "tokens per minute (TPM)"
+        headers = {
+            f"x-ratelimit-limit-{c.kind}": str(limit),
+            f"x-ratelimit-remaining-{c.kind}": str(max(remaining, 0)),
+            f"x-ratelimit-reset-{c.kind}": reset_text(wait),
+        }
         if c.cost > limit:
             msg = (
                 f"Request too large for this API key's {unit}: limit {limit}, requested {c.cost}. "
                 "Lower max_tokens or the prompt size."
             )
+            headers["x-should-retry"] = "false"
         else:
             msg = (
                 f"Rate limit reached for this API key on {unit}: limit {limit}, remaining {remaining}, "
                 f"requested {c.cost}. Please try again in {reset_text(wait)}."
             )
-        err = KeyRateLimited(
-            msg,
-            headers={
-                "retry-after": str(max(1, math.ceil(wait))),
-                f"x-ratelimit-limit-{c.kind}": str(limit),
-                f"x-ratelimit-remaining-{c.kind}": str(max(remaining, 0)),
-                f"x-ratelimit-reset-{c.kind}": reset_text(wait),
-            },
-        )
+            headers["retry-after"] = str(max(1, math.ceil(wait)))
+        err = KeyRateLimited(msg, headers=headers)
         err.type = c.kind
         return err
 
