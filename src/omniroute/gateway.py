@@ -680,13 +680,15 @@ class Gateway:
             self.budgets.note_spend(rec, cost)
 
     def _warn_price_unknown(self, cand: Candidate) -> None:
-        """Log once per model that its requests are recorded at $0 (OBS-1)."""
+        """Log once per model that its requests are recorded at $0, so key budgets do not limit it
+        (OBS-1, API-8)."""
         if cand.model_str in self._unpriced_warned:
             return
         self._unpriced_warned.add(cand.model_str)
         log.warning(
-            "No price known for %s: its requests are recorded at $0 and flagged price_unknown. "
-            "Set input_price and output_price under providers[].models[] in the config.",
+            "No price known for %s: its requests are recorded at $0 and flagged price_unknown, "
+            "so API key budgets do not limit it. Set input_price and output_price (USD per 1M "
+            "tokens) under providers[].models[] in the config.",
             cand.model_str,
         )
 
