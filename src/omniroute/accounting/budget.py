@@ -49,6 +49,7 @@ __all__ = [
     "estimate_tokens",
     "estimate_usd",
     "prompt_tokens",
+    "update_key",
 ]
 
 log = logging.getLogger("omniroute.budget")
@@ -410,6 +411,25 @@ class Budgets:
         if rec is None:
             return 0.0
         return period_bounds(str(rec.get("budget_period") or "total"), self.clock.time())[0]
+
+
+async def update_key(
+    store: Store, id_or_name: str, changes: dict[str, Any], now: float
+) -> dict[str, Any] | None:
+    """Apply validated ``changes`` to the key named by id or name (``PATCH /api/keys/{id}``,
+    ``omniroute keys update``); its new record, ``None`` when no such key. A changed
+    ``budget_period`` starts the spend of the new current period (at ``now``, epoch s) from what the
+    usage log records for the key since that period began, so spend made in it still counts."""
+    restart: tuple[float, float] | None = None
+    period = changes.get("budget_period")
+    if period is not None:
+        old = next((k for k in await store.list_api_keys() if id_or_name in (k["id"], k["name"])), None)
+        if old is None:
+            return None
+        if (old.get("budget_period") or "total") != period:
+            start = period_bounds(period, now)[0]
+            restart = (start, await store.key_spend_since(str(old["id"]), start))
+    return await store.update_api_key(id_or_name, changes, restart=restart)
 
 
 def estimate_tokens(req: ChatRequest, candidates: Iterable[Candidate]) -> int:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 from rich.table import Table
 
 from omniroute.accounting.budget import Budgets
+from omniroute.accounting.budget import update_key as update_stored_key
 from omniroute.clock import SystemClock
 from omniroute.config import Config
 from omniroute.store import Store
@@ -64,7 +65,8 @@ def key_changes(
     tpm: int | None,
 ) -> dict[str, Any]:
     """The changes the ``keys update`` options ask for, validated by the same rules as
-    ``PATCH /api/keys/{id}``; raises ``ValueError`` naming the option."""
+    ``PATCH /api/keys/{id}`` (an ``--expires`` already in the past too); raises ``ValueError``
+    naming the option."""
     from pydantic import ValidationError
 
     from omniroute.api.admin.core import KeyUpdate
@@ -85,10 +87,17 @@ def key_changes(
     for name, value in (("rpm", rpm), ("tpm", tpm)):
         if value is not None:
             raw[name] = value or None
+    from omniroute.api.admin.core import reject_past_expiry
+    from omniroute.errors import InvalidRequest
+
     try:
-        return KeyUpdate.model_validate(raw).changes()
+        changes = KeyUpdate.model_validate(raw).changes()
+        reject_past_expiry(changes.get("expires_at"), SystemClock().time())
     except ValidationError as exc:
         raise ValueError(_option_error(exc)) from None
+    except InvalidRequest as exc:
+        raise ValueError("--expires" + str(exc.message).removeprefix("expires_at")) from None
+    return changes
 
 
 _OPTIONS = {"budget_usd": "--budget", "budget_period": "--period", "expires_at": "--expires"}
@@ -125,7 +134,7 @@ async def update_key(cfg: Config, key: str, changes: dict[str, Any]) -> dict[str
     running gateway picks the change up within its store poll interval."""
     store = await _open(cfg)
     try:
-        return await store.update_api_key(key, changes)
+        return await update_stored_key(store, key, changes, SystemClock().time())
     finally:
         await store.close()
 

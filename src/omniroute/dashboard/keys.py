@@ -6,7 +6,7 @@ Data and actions: ``GET/POST /api/keys`` and ``DELETE /api/keys/{id}``.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends
 from pydantic import ValidationError
@@ -32,13 +32,22 @@ async def keys_page(page: PageDep) -> Response:
     return await _render(page, "keys.html", form={}, error=None, created=None)
 
 
+def _number(text: str) -> float | str:
+    """A form field's text as the number the API takes (the text itself when it is none: the
+    validation then names the field)."""
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
 @router.post("/keys")
 async def create(page: PageDep) -> Response:
     """Create a key: its plaintext is in this response only (stored hashed)."""
     allowed = [p.strip() for p in page.field("allowed_models").split(",") if p.strip()] or ["*"]
-    data = {"name": page.field("name"), "allowed_models": allowed}
+    data: dict[str, Any] = {"name": page.field("name"), "allowed_models": allowed}
     if page.field("budget_usd"):
-        data["budget_usd"] = page.field("budget_usd")
+        data["budget_usd"] = _number(page.field("budget_usd"))
     if page.field("budget_period"):
         data["budget_period"] = page.field("budget_period")
     template = "partials/keys_live.html" if page.htmx else "keys.html"

@@ -10,8 +10,9 @@ from datetime import UTC, date, datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Request, Response
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
+from omniroute.accounting.budget import update_key as update_stored_key
 from omniroute.api.admin import session
 from omniroute.api.hosts import check_management_request
 from omniroute.config import ConfigError
@@ -189,6 +190,33 @@ MAX_EPOCH_S = 253_402_300_799
 """9999-12-31T23:59:59Z, the last second an ISO 8601 date-time (four-digit year) can name."""
 Epoch = Annotated[float, BeforeValidator(_epoch), Field(allow_inf_nan=False, ge=0, le=MAX_EPOCH_S)]
 Period = Literal["daily", "weekly", "monthly", "total"]
+
+
+def _not_blank(value: str) -> str:
+    """A key name with visible characters (``"   "`` names nothing a user could pick out)."""
+    if not value.strip():
+        raise ValueError("must not be blank")
+    return value
+
+
+KeyName = Annotated[str, Field(min_length=1, max_length=100, strict=True), AfterValidator(_not_blank)]
+Usd = Annotated[float, Field(ge=0, allow_inf_nan=False, strict=True)]
+"""USD; strict: a JSON number (integers accepted), never a string or a boolean."""
+PerMinute = Annotated[int, Field(ge=1, le=INT64_MAX, strict=True)]
+"""Requests or tokens per minute; strict: a JSON integer, never a string, float or boolean."""
+
+
+def reject_past_expiry(expires_at: float | None, now: float) -> None:
+    """400 naming ``expires_at`` when it (epoch s) is not after ``now`` (epoch s): such a key could
+    never be used. ``None`` (never expires) passes."""
+    if expires_at is not None and expires_at <= now:
+        when = datetime.fromtimestamp(expires_at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        raise InvalidRequest(
+            f"expires_at: {when} is already in the past; give a future time or null (never expires).",
+            param="expires_at",
+        )
+
+
 Models = Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1)]
 
 
@@ -198,13 +226,13 @@ class KeyCreate(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(min_length=1, max_length=100)
+    name: KeyName
     allowed_models: Models = Field(default_factory=lambda: ["*"])
-    budget_usd: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    budget_usd: Usd | None = None
     budget_period: Period = "total"
     expires_at: Epoch | None = None
-    rpm: int | None = Field(default=None, ge=1, le=INT64_MAX)
-    tpm: int | None = Field(default=None, ge=1, le=INT64_MAX)
+    rpm: PerMinute | None = None
+    tpm: PerMinute | None = None
 
 
 class KeyUpdate(BaseModel):
@@ -214,11 +242,11 @@ class KeyUpdate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     allowed_models: Models | None = None
-    budget_usd: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    budget_usd: Usd | None = None
     budget_period: Period | None = None
     expires_at: Epoch | None = None
-    rpm: int | None = Field(default=None, ge=1, le=INT64_MAX)
-    tpm: int | None = Field(default=None, ge=1, le=INT64_MAX)
+    rpm: PerMinute | None = None
+    tpm: PerMinute | None = None
 
     def changes(self) -> dict[str, Any]:
         """The fields the client sent; 400 naming ``allowed_models``/``budget_period`` when sent as null."""
@@ -239,8 +267,10 @@ async def list_keys(gw: Admin) -> dict[str, Any]:
 
 @router.post("/api/keys", tags=["keys"], status_code=201)
 async def create_key(body: KeyCreate, gw: Admin) -> dict[str, Any]:
-    """Create a key; the plaintext ``key`` is in this response only (stored hashed)."""
+    """Create a key; the plaintext ``key`` is in this response only (stored hashed). 400 naming
+    ``expires_at`` when it is already in the past."""
     assert gw.store is not None
+    reject_past_expiry(body.expires_at, gw.clock.time())
     rec, plaintext = await gw.store.create_api_key(
         body.name,
         allowed_models=tuple(body.allowed_models),
@@ -257,14 +287,19 @@ async def create_key(body: KeyCreate, gw: Admin) -> dict[str, Any]:
 @router.patch("/api/keys/{key_id}", tags=["keys"])
 async def update_key(key_id: str, body: KeyUpdate, gw: Admin) -> dict[str, Any]:
     """Change a key's budget, budget period, allowed models, rate limits or expiry (by id or name);
-    returns the key. Spend so far is kept. A key defined in the config file gets the file's values
-    again on the next reload or restart."""
+    returns the key as ``GET /api/keys`` lists it. Spend so far is kept; a new ``budget_period``
+    starts from the spend the usage log records in its current period. A key defined in the config
+    file gets the file's values again on the next reload or restart."""
     assert gw.store is not None
-    rec = await gw.store.update_api_key(key_id, body.changes())
+    changes = body.changes()
+    reject_past_expiry(changes.get("expires_at"), gw.clock.time())
+    if "budget_period" in changes and gw.usage is not None:
+        await gw.usage.flush()  # the new period's spend is read from the usage log
+    rec = await update_stored_key(gw.store, key_id, changes, gw.clock.time())
     if rec is None:
         raise GatewayError(f"No API key '{key_id}'.", status=404, code="not_found")
     await gw.refresh()
-    return rec
+    return gw.budgets.current(rec)
 
 
 @router.delete("/api/keys/{key_id}", tags=["keys"])

@@ -173,11 +173,21 @@ class ApiKeysRepo(RepoBase):
                 .values(spent_usd=_keys.c.spent_usd + usd, last_used_at=self._now())
             )
 
-    async def update_api_key(self, id_or_name: str, changes: dict[str, Any]) -> dict[str, Any] | None:
+    async def update_api_key(
+        self,
+        id_or_name: str,
+        changes: dict[str, Any],
+        *,
+        restart: tuple[float, float] | None = None,
+    ) -> dict[str, Any] | None:
         """Change the :data:`UPDATABLE_FIELDS` in ``changes`` (values already validated) of the key named
         by id or name and stamp ``updated_at`` (so every replica's store watch reloads it); returns the
-        new public record, ``None`` when no such key. Spend and reservations are kept."""
+        new public record, ``None`` when no such key. Spend and reservations are kept, except that
+        ``restart`` ``(period_start epoch s, spent_usd USD)`` sets the spend of a new budget period (a
+        changed ``budget_period``)."""
         values = {k: v for k, v in changes.items() if k in UPDATABLE_FIELDS}
+        if restart is not None:
+            values["period_start"], values["spent_usd"] = restart
         if "allowed_models" in values:
             values["allowed_models"] = list(values["allowed_models"])
         values["updated_at"] = self._now()
@@ -188,6 +198,16 @@ class ApiKeysRepo(RepoBase):
                 return None
             row = (await conn.execute(select(_keys).where(where))).mappings().first()
         return _public(row) if row is not None else None
+
+    async def key_spend_since(self, key_id: str, since_ts: float) -> float:
+        """The cost (USD) the usage log records for ``key_id`` since ``since_ts`` (epoch s), main rows
+        only (a multi-call request's main row carries its members' cost)."""
+        usage = models.usage_log
+        stmt = select(func.coalesce(func.sum(usage.c.cost_usd), 0.0)).where(
+            usage.c.api_key_id == key_id, usage.c.ts >= since_ts, usage.c.member.is_(None)
+        )
+        async with self._engine.connect() as conn:
+            return float((await conn.execute(stmt)).scalar() or 0.0)
 
     async def reserve_spend(
         self, key_id: str, period_start: float, estimate_usd: float
