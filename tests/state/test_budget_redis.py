@@ -91,3 +91,17 @@ async def test_a_reservation_nothing_settles_is_released_after_its_hold(
     assert isinstance(await b.reserve(key(budget_period="total"), 0.3), Reservation)  # 0.2 + 0.5 + 0.3
     with pytest.raises(BudgetExceeded):
         await b.reserve(key(budget_period="total"), 0.01)
+
+
+async def test_a_changed_budget_period_restarts_an_existing_counter_from_the_stored_spend(
+    replicas: tuple[FakeClock, Budgets, Budgets],
+) -> None:
+    clock, a, _ = replicas
+    a.settle(await a.reserve(key(), 0.5), 0.9)  # the Redis counter of today holds $0.9
+    await a.drain()
+    with pytest.raises(BudgetExceeded):
+        await a.reserve(key(), 0.2)
+    # the key's period changed and the usage log puts only $0.1 in its new current period
+    changed = key(spent_usd=0.1, period_start=clock.time() - 1)
+    await a.restart_period(changed)
+    assert isinstance(await a.reserve(changed, 0.2), Reservation)

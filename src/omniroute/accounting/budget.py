@@ -121,6 +121,13 @@ return 1
 period's hash; ARGV: reservation id, real cost to add (USD), TTL (s, 0 = none). A reservation that
 already expired releases nothing twice."""
 
+RESYNC_LUA: Final = """
+if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('HSET', KEYS[1], 'spent', ARGV[1]) end
+return 1
+"""
+"""KEYS[1] the key's hash for its current period; ARGV[1] the spend (USD) it starts from. A hash that
+does not exist yet is left alone: the next reservation seeds it from the stored spend."""
+
 DEFAULT_HOLD_S: Final = 3600.0
 """How long (s) a Redis reservation is held when nothing settles it (a process that died mid-call):
 then the next reservation of the key releases it. The gateway passes its total request deadline plus
@@ -400,6 +407,22 @@ class Budgets:
             out["reserved_usd"] = 0.0
         out["resets_at"] = _iso(reset) if reset is not None else None
         return out
+
+    async def restart_period(self, rec: dict[str, Any]) -> None:
+        """After a key's ``budget_period`` changed: set the Redis counter of its current period (if one
+        exists already, e.g. from an earlier spell on that period) to the stored ``spent_usd``, which the
+        change recomputed; its reservations are kept. A no-op without Redis; an unreachable Redis is
+        logged (the next new counter starts from the stored spend anyway)."""
+        from omniroute.state.redis.backend import FAILURES
+
+        if self._redis is None:
+            return
+        start = self.period_start(rec)
+        spent = float(rec.get("spent_usd") or 0) if float(rec.get("period_start") or 0) >= start else 0.0
+        try:
+            await self._redis.run_script(RESYNC_LUA, [self._hash(str(rec["id"]), start)], [repr(spent)])
+        except FAILURES as exc:
+            log.warning("key budget: Redis unreachable, counter of key %s not resynced: %s", rec["id"], exc)
 
     async def drain(self) -> None:
         """Wait for the settlements still running (gateway shutdown)."""

@@ -298,6 +298,8 @@ async def update_key(key_id: str, body: KeyUpdate, gw: Admin) -> dict[str, Any]:
     rec = await update_stored_key(gw.store, key_id, changes, gw.clock.time())
     if rec is None:
         raise GatewayError(f"No API key '{key_id}'.", status=404, code="not_found")
+    if "budget_period" in changes:
+        await gw.budgets.restart_period(rec)
     await gw.refresh()
     return gw.budgets.current(rec)
 
