@@ -55,6 +55,7 @@ def model_list(svc: RoutingServices) -> list[dict[str, Any]]:
     out.extend(_alias_models(svc.registry, out))
     return out
 
+
 def _alias_models(reg: Registry, listed: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One entry per ``model_aliases`` match (SPEC §4) with ``alias_of`` = its route and the
     ``context_length``/``max_output_tokens`` of what it routes to (``listed``: the other ids). An
