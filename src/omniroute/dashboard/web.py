@@ -115,7 +115,7 @@ async def console_page(request: Request) -> Page:
     ``admin_loopback_only`` (non-loopback client without an admin key) or a 403 ``csrf_failed``."""
     gw: Gateway = request.app.state.gateway
     check_origin(request, gw)
-    sess = sessions.read_session(request, gw)
+    sess = await sessions.read_session(request, gw)
     new_cookie = None
     if gw.config.server.admin_key:
         if sess is None or not sess.admin:
