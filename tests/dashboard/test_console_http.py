@@ -212,6 +212,35 @@ async def test_sign_out_revokes_a_copied_session_cookie_on_every_worker(
         await replica.stop()
 
 
+async def test_a_form_without_its_csrf_token_gets_an_html_page_naming_field_and_header(
+    make_app: Callable[..., Any],
+) -> None:
+    """A browser form posted without its CSRF token (Accept: text/html) gets a 403 HTML page; a
+    script gets the JSON error; both name the csrf_token field and the X-CSRF-Token header."""
+    wording = "forms send the csrf_token field, scripts the X-CSRF-Token header"
+    browser = {"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"}
+    app = await make_app(ADMIN_KEY)
+    async with client(app) as c:
+        login = await c.post("/dashboard/login", data={"admin_key": ADMIN_KEY}, headers=browser)
+        assert login.status_code == 403 and login.headers["content-type"].startswith("text/html")
+        await sign_in(c)
+        for path in ("/dashboard/keys", "/dashboard/logout"):
+            page = await c.post(path, data={"name": "k1"}, headers=browser)
+            assert page.status_code == 403, (path, page.text)
+            assert page.headers["content-type"].startswith("text/html")
+            assert wording in page.text and 'href="/dashboard"' in page.text
+            assert page.headers["content-security-policy"].startswith("default-src 'self'")
+            script = await c.post(path, data={"name": "k1"})
+            assert script.status_code == 403
+            assert (
+                script.json()["error"]["code"] == "csrf_failed"
+                and wording in script.json()["error"]["message"]
+            )
+        api = await c.post("/api/keys", json={"name": "k1"}, headers=browser)
+        assert api.status_code == 403 and wording in api.json()["error"]["message"]
+        assert (await c.get("/api/keys")).json()["data"] == []
+
+
 async def test_management_api_takes_a_console_session_with_its_csrf_header(
     make_app: Callable[..., Any],
 ) -> None:

@@ -21,8 +21,10 @@ from fastapi.staticfiles import StaticFiles
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from omniroute.api.admin.core import Admin
+from omniroute.api.admin.session import CsrfFailed
 from omniroute.dashboard import auth, auto, combos, keys, overview, providers, requests, simulate
-from omniroute.dashboard.web import PACKAGE_DIR, PREFIX, STATIC_URL, SignInRequired
+from omniroute.dashboard.web import PACKAGE_DIR, PREFIX, STATIC_URL, SignInRequired, render_error
+from omniroute.errors import GatewayError
 
 __all__ = ["PAGES", "install"]
 
@@ -56,6 +58,21 @@ def install(app: FastAPI) -> None:
             status_code=401,
             headers={"HX-Redirect": target},
         )
+
+    @app.exception_handler(CsrfFailed)
+    async def _csrf_failed(request: Request, exc: CsrfFailed) -> Response:
+        """A browser's console form (``Accept: text/html``, not htmx) gets an HTML page saying what
+        went wrong; scripts, htmx and the management API get the JSON error."""
+        browser_form = (
+            request.url.path.startswith(PREFIX)
+            and "text/html" in request.headers.get("accept", "")
+            and request.headers.get("hx-request") != "true"
+        )
+        if browser_form:
+            return render_error(request, exc.status, "The form was refused", exc.message)
+        handler = app.exception_handlers[GatewayError]
+        response: Response = await handler(request, exc)
+        return response
 
     @app.get("/docs", include_in_schema=False)
     async def _docs(gw: Admin) -> HTMLResponse:

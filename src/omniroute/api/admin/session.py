@@ -33,6 +33,7 @@ __all__ = [
     "SAFE_METHODS",
     "SESSION_MAX_AGE_S",
     "ConsoleSession",
+    "CsrfFailed",
     "clear_cookie",
     "csrf_error",
     "end_session",
@@ -129,10 +130,16 @@ def clear_cookie(response: Response) -> None:
     response.delete_cookie(COOKIE_NAME, path="/", httponly=True, samesite="strict")
 
 
-def csrf_error() -> GatewayError:
+class CsrfFailed(GatewayError):
+    """403 ``csrf_failed``: a state-changing request without this session's CSRF token (the console
+    shows browser forms an HTML page for it, :func:`omniroute.dashboard.install`)."""
+
+    status = 403
+    code = "csrf_failed"
+
+
+def csrf_error() -> CsrfFailed:
     """The 403 for a state-changing request without this session's CSRF token."""
-    return GatewayError(
-        f"Missing or wrong CSRF token: send the page's token in the '{CSRF_HEADER}' header.",
-        status=403,
-        code="csrf_failed",
+    return CsrfFailed(
+        f"Missing or wrong CSRF token: forms send the {CSRF_FIELD} field, scripts the {CSRF_HEADER} header."
     )
