@@ -13,6 +13,7 @@ runs ``omniroute simulate``'s pipeline instead. Access and CSRF: :mod:`.web`.
 from __future__ import annotations
 
 import asyncio
+import inspect
 from urllib.parse import urlencode
 
 from fastapi import FastAPI, Request
@@ -70,9 +71,8 @@ def install(app: FastAPI) -> None:
         )
         if browser_form:
             return render_error(request, exc.status, "The form was refused", exc.message)
-        handler = app.exception_handlers[GatewayError]
-        response: Response = await handler(request, exc)
-        return response
+        response = app.exception_handlers[GatewayError](request, exc)
+        return await response if inspect.isawaitable(response) else response
 
     @app.get("/docs", include_in_schema=False)
     async def _docs(gw: Admin) -> HTMLResponse:
