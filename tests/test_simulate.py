@@ -134,6 +134,44 @@ def test_bad_fleet_yaml_is_refused_naming_the_field(tmp_path: Path, change: Any,
     assert field in res.output and "Traceback" not in res.output
 
 
+@pytest.mark.parametrize("option", ["--html", "--json"])
+def test_an_unwritable_report_path_is_refused_before_simulating(tmp_path: Path, option: str) -> None:
+    """A report path in a missing folder, or naming a folder, gets a one-line error naming the option
+    and exit 2 before any request is simulated (no tables, no traceback)."""
+    for target, problem in (
+        (tmp_path / "missing" / "x.out", "does not exist"),
+        (tmp_path, "is a directory"),
+    ):
+        res = CliRunner().invoke(
+            app,
+            [
+                "simulate",
+                "--scenario",
+                "outage",
+                "--compare",
+                "priority",
+                "--limit",
+                "5",
+                option,
+                str(target),
+            ],
+        )
+        assert res.exit_code == 2, res.output
+        lines = res.output.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"{option} ") and problem in lines[0], res.output
+        assert "simulated requests" not in res.output and "Traceback" not in res.output
+
+
+@pytest.mark.parametrize("seed", ["-1", "2147483648"])
+def test_cli_refuses_a_seed_the_console_refuses(seed: str) -> None:
+    """Seeds run from 0 to 2147483647 on the command line as in the console."""
+    res = CliRunner().invoke(app, ["simulate", "--scenario", "outage", "--limit", "5", "--seed", seed])
+    assert res.exit_code == 2
+    text = " ".join(res.output.replace("│", " ").split())  # the error box may wrap the line
+    assert f"'--seed': must be between 0 and 2147483647 (got {seed})" in text
+    assert "simulated requests" not in res.output
+
+
 def test_unknown_scenario_lists_the_shipped_ones() -> None:
     res = CliRunner().invoke(app, ["simulate", "--scenario", "meteor"])
     assert res.exit_code == 2

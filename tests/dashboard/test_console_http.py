@@ -177,6 +177,70 @@ async def test_sign_in_cookie_is_http_only_strict_and_sign_out_ends_it(make_app:
         assert (await c2.get("/dashboard")).status_code == 303
 
 
+async def test_sign_out_revokes_a_copied_session_cookie_on_every_worker(
+    make_app: Callable[..., Any], tmp_path: Path
+) -> None:
+    """A copy of the console cookie taken before sign-out no longer opens the console or the
+    management API afterwards, neither on the worker that signed out nor on another one sharing the
+    store."""
+    app = await make_app(ADMIN_KEY)
+    replica = create_app(
+        config_from_dict(
+            {"database_url": f"sqlite:///{tmp_path}/0.db", "server": {"admin_key": ADMIN_KEY}}, env={}
+        )
+    )
+    await replica.start()
+    try:
+        async with client(app) as c, client(app) as thief, client(replica) as other:
+            csrf = await sign_in(c)
+            thief.cookies = httpx.Cookies(c.cookies)
+            other.cookies = httpx.Cookies(c.cookies)
+            assert (await thief.get("/api/keys")).status_code == 200
+            assert (await other.get("/dashboard")).status_code == 200
+            out = await c.post("/dashboard/logout", headers={"X-CSRF-Token": csrf})
+            assert out.status_code == 303
+            for stale in (thief, other):
+                assert (await stale.get("/api/keys")).status_code == 401
+                page = await stale.get("/dashboard")
+                assert page.status_code == 303
+                assert page.headers["location"].startswith("/dashboard/login")
+                refused = await stale.post("/api/keys", json={"name": "k"}, headers={"X-CSRF-Token": csrf})
+                assert refused.status_code == 401
+            await sign_in(c)
+            assert (await c.get("/api/keys")).status_code == 200
+    finally:
+        await replica.stop()
+
+
+async def test_a_form_without_its_csrf_token_gets_an_html_page_naming_field_and_header(
+    make_app: Callable[..., Any],
+) -> None:
+    """A browser form posted without its CSRF token (Accept: text/html) gets a 403 HTML page; a
+    script gets the JSON error; both name the csrf_token field and the X-CSRF-Token header."""
+    wording = "forms send the csrf_token field, scripts the X-CSRF-Token header"
+    browser = {"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"}
+    app = await make_app(ADMIN_KEY)
+    async with client(app) as c:
+        login = await c.post("/dashboard/login", data={"admin_key": ADMIN_KEY}, headers=browser)
+        assert login.status_code == 403 and login.headers["content-type"].startswith("text/html")
+        await sign_in(c)
+        for path in ("/dashboard/keys", "/dashboard/logout"):
+            page = await c.post(path, data={"name": "k1"}, headers=browser)
+            assert page.status_code == 403, (path, page.text)
+            assert page.headers["content-type"].startswith("text/html")
+            assert wording in page.text and 'href="/dashboard"' in page.text
+            assert page.headers["content-security-policy"].startswith("default-src 'self'")
+            script = await c.post(path, data={"name": "k1"})
+            assert script.status_code == 403
+            assert (
+                script.json()["error"]["code"] == "csrf_failed"
+                and wording in script.json()["error"]["message"]
+            )
+        api = await c.post("/api/keys", json={"name": "k1"}, headers=browser)
+        assert api.status_code == 403 and wording in api.json()["error"]["message"]
+        assert (await c.get("/api/keys")).json()["data"] == []
+
+
 async def test_management_api_takes_a_console_session_with_its_csrf_header(
     make_app: Callable[..., Any],
 ) -> None:

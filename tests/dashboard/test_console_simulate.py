@@ -73,6 +73,11 @@ async def test_simulate_page_needs_a_signed_in_session_and_the_csrf_token(
             "scenario: unknown scenario 'meltdown'",
         ),
         ({"variant": "priority", "seed": "abc"}, "sim-seed", "seed: 'abc' is not a whole number"),
+        (
+            {"variant": "priority", "seed": "-1"},
+            "sim-seed",
+            "seed: must be between 0 and 2147483647 (got -1)",
+        ),
         ({"variant": "priority", "limit": "0"}, "sim-limit", "limit: must be between 1 and 5000 (got 0)"),
         ({"variant": "priority", "limit": "1e9"}, "sim-limit", "limit: '1e9' is not a whole number"),
         ({}, "sim-v-1", "variant: choose at least one strategy to compare"),

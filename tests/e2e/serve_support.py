@@ -19,11 +19,16 @@ from omniroute.testing.gateway import free_port
 
 
 class Served:
-    """``omniroute serve --config <tmp>/config.yaml --port <free> *args``; stderr goes to a file
-    (``log_path``) so a chatty process never blocks on a full pipe."""
+    """``omniroute serve --config <tmp>/config.yaml --port <free> *args``; stderr (and stdout too with
+    ``with_stdout``) goes to a file (``log_path``) so a chatty process never blocks on a full pipe."""
 
     def __init__(
-        self, tmp: Path, config: dict[str, Any], *args: str, env: dict[str, str] | None = None
+        self,
+        tmp: Path,
+        config: dict[str, Any],
+        *args: str,
+        env: dict[str, str] | None = None,
+        with_stdout: bool = False,
     ) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -43,7 +48,7 @@ class Served:
                 str(self.port),
                 *args,
             ],
-            stdout=subprocess.DEVNULL,
+            stdout=self._log if with_stdout else subprocess.DEVNULL,
             stderr=self._log,
             env={**os.environ, **(env or {})},
             cwd=tmp,

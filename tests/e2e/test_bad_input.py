@@ -150,3 +150,22 @@ def test_key_allowlist_is_403(make_gateway: Callable[..., GatewayThread]) -> Non
 def test_unknown_admin_route_is_404_json(gateway: GatewayThread) -> None:
     r = httpx.get(f"{gateway.url}/api/nothing-here", timeout=5)
     assert r.status_code == 404 and r.json()["error"]["code"] == "not_found"
+
+
+@pytest.mark.parametrize("path", ["/chat/completions", "/messages"])
+def test_an_integer_beyond_64_bits_is_echoed_as_an_integer_not_in_e_notation(
+    gateway: GatewayThread, path: str
+) -> None:
+    """``max_tokens: 99999999999999999999999`` is refused naming the field and echoing a whole number
+    (the parser reads it as a float, which must not read back as ``1e+23``); a fraction stays one."""
+    for raw, echoed in ((b"99999999999999999999999", "got 9999999999999999"), (b"1.5", "got 1.5")):
+        body = b'{"model": "local-o/model-o", "messages": [{"role": "user", "content": "hi"}], "max_tokens": '
+        r = httpx.post(
+            f"{gateway.base_url}{path}",
+            content=body + raw + b"}",
+            headers={"content-type": "application/json"},
+            timeout=10,
+        )
+        assert r.status_code == 400, r.text
+        message = r.json()["error"]["message"]
+        assert "max_tokens" in message and echoed in message and "e+" not in message, message

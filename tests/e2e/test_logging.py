@@ -109,6 +109,21 @@ def test_json_logs_have_one_access_line_per_request_a_ready_line_and_no_secret(
     assert pasted["requested_model"] == "up/[redacted]" and pasted["model"] == "up/[redacted]"
 
 
+def test_json_mode_prints_only_json_lines_from_the_first_line_on(
+    tmp_path: Path, leaky: FakeProviderThread
+) -> None:
+    """With --log-format json, everything serve prints (stdout and stderr, the start-up line
+    included) is one JSON object per line."""
+    served = Served(tmp_path, config(leaky, tmp_path), "--log-format", "json", with_stdout=True)
+    served.wait_ready()
+    assert served.terminate() == 0
+    lines = served.json_lines()
+    starting = [x for x in lines if x["message"].startswith("OmniRoute starting on ")]
+    assert len(starting) == 1 and lines[0] == starting[0]
+    assert starting[0]["message"].startswith(f"OmniRoute starting on {served.url}/v1 (config: ")
+    assert starting[0]["message"].endswith(f"console: {served.url}/dashboard")
+
+
 def test_the_flag_wins_over_the_config_and_text_lines_are_readable(
     tmp_path: Path, leaky: FakeProviderThread
 ) -> None:

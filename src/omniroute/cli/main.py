@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import os
 import sys
@@ -105,11 +106,15 @@ def serve(
     if cfg.source_path is not None:
         os.environ["OMNIROUTE_CONFIG"] = str(cfg.source_path)
     os.environ["OMNIROUTE_HOST"], os.environ["OMNIROUTE_PORT"] = cfg.server.host, str(cfg.server.port)
-    typer.echo(  # plain: the serving process need not load rich for one line (PERF-5)
+    starting = (
         f"OmniRoute starting on http://{cfg.server.host}:{cfg.server.port}/v1 "
         f"(config: {cfg.source_path or 'none — simulated providers when nothing is configured'}); "
         f"console: http://{cfg.server.host}:{cfg.server.port}/dashboard"
     )
+    if fmt == "json":  # every line a JSON object: the line goes through the log setup like the rest
+        logging.getLogger("omniroute").info(starting)
+    else:
+        typer.echo(starting)  # plain: the serving process need not load rich for one line (PERF-5)
     from omniroute.observe.lifecycle import exit_quietly_on_sigterm
 
     exit_quietly_on_sigterm()  # SIGTERM drains, then the process exits 0

@@ -4,12 +4,14 @@ virtual time, comparing strategies) and ``omniroute usage export`` (the usage lo
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from omniroute.cli.common import ConfigOpt, console, err_console, load_or_exit
+from omniroute.simulate import MAX_SEED
 
 if TYPE_CHECKING:
     from rich.progress import TaskID
@@ -22,6 +24,13 @@ if TYPE_CHECKING:
 usage_app = typer.Typer(help="The usage log.", no_args_is_help=True)
 
 PROGRESS_EVERY = 250  # requests between progress-bar refreshes (a refresh per request would cost more)
+
+
+def _seed(value: int) -> int:
+    """The seed's range check, worded as the console words it."""
+    if not 0 <= value <= MAX_SEED:
+        raise typer.BadParameter(f"must be between 0 and {MAX_SEED} (got {value})")
+    return value
 
 
 def simulate(
@@ -44,7 +53,9 @@ def simulate(
             "'trace' replays the trace's own model strings."
         ),
     ] = None,
-    seed: Annotated[int, typer.Option(help="Seed of the workload and the fleet's draws.")] = 1,
+    seed: Annotated[
+        int, typer.Option(help="Seed of the workload and the fleet's draws (0 … 2147483647).", callback=_seed)
+    ] = 1,
     limit: Annotated[int | None, typer.Option(help="Replay only the first N requests.", min=1)] = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the report as JSON here.")] = None,
     html_out: Annotated[Path | None, typer.Option("--html", help="Write the HTML report here.")] = None,
@@ -58,6 +69,8 @@ def simulate(
     from omniroute.simulate.fleet import FleetError
     from omniroute.simulate.report import plots, rich_tables, to_html, to_json
 
+    _check_output("--json", json_out)
+    _check_output("--html", html_out)
     try:
         sim = Simulation.load(scenario=scenario, fleet_file=fleet, trace=trace, seed=seed, limit=limit)
     except (FleetError, ConfigError) as exc:
@@ -94,6 +107,24 @@ def simulate(
             )
         html_out.write_text(to_html(report, images, sim.fleet.doc.description.strip()), encoding="utf-8")
         err_console.print(f"HTML report: {html_out}")
+
+
+def _check_output(option: str, path: Path | None) -> None:
+    """Exit with status 2 and a one-line error naming ``option`` when the report could not be written
+    to ``path`` (no such folder, not writable, or a folder itself), before anything is simulated."""
+    if path is None:
+        return
+    folder = path.parent
+    if path.is_dir():
+        problem = "is a directory"
+    elif not folder.is_dir():
+        problem = f"directory {str(folder)!r} does not exist"
+    elif not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        problem = "is not writable"
+    else:
+        return
+    err_console.print(f"[red]{option} {str(path)!r}: {problem}.[/red]", highlight=False, soft_wrap=True)
+    raise typer.Exit(2)
 
 
 def _check_variants(sim: Simulation, variants: list[str | None]) -> None:

@@ -13,6 +13,7 @@ runs ``omniroute simulate``'s pipeline instead. Access and CSRF: :mod:`.web`.
 from __future__ import annotations
 
 import asyncio
+import inspect
 from urllib.parse import urlencode
 
 from fastapi import FastAPI, Request
@@ -21,8 +22,10 @@ from fastapi.staticfiles import StaticFiles
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from omniroute.api.admin.core import Admin
+from omniroute.api.admin.session import CsrfFailed
 from omniroute.dashboard import auth, auto, combos, keys, overview, providers, requests, simulate
-from omniroute.dashboard.web import PACKAGE_DIR, PREFIX, STATIC_URL, SignInRequired
+from omniroute.dashboard.web import PACKAGE_DIR, PREFIX, STATIC_URL, SignInRequired, render_error
+from omniroute.errors import GatewayError
 
 __all__ = ["PAGES", "install"]
 
@@ -56,6 +59,20 @@ def install(app: FastAPI) -> None:
             status_code=401,
             headers={"HX-Redirect": target},
         )
+
+    @app.exception_handler(CsrfFailed)
+    async def _csrf_failed(request: Request, exc: CsrfFailed) -> Response:
+        """A browser's console form (``Accept: text/html``, not htmx) gets an HTML page saying what
+        went wrong; scripts, htmx and the management API get the JSON error."""
+        browser_form = (
+            request.url.path.startswith(PREFIX)
+            and "text/html" in request.headers.get("accept", "")
+            and request.headers.get("hx-request") != "true"
+        )
+        if browser_form:
+            return render_error(request, exc.status, "The form was refused", exc.message)
+        response = app.exception_handlers[GatewayError](request, exc)
+        return await response if inspect.isawaitable(response) else response
 
     @app.get("/docs", include_in_schema=False)
     async def _docs(gw: Admin) -> HTMLResponse:

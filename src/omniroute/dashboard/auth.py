@@ -35,7 +35,7 @@ async def _anonymous(request: Request) -> Page:
     check_origin(request, gw)
     if not gw.config.server.admin_key and not is_loopback(request):
         raise loopback_only()
-    sess = sessions.read_session(request, gw)
+    sess = await sessions.read_session(request, gw)
     cookie = None
     if sess is None:
         sess, cookie = sessions.new_session(gw, admin=False)
@@ -71,7 +71,9 @@ async def login(page: Annotated[Page, Depends(_anonymous)]) -> Response:
 
 @router.post("/logout")
 async def logout(page: Annotated[Page, Depends(console_page)]) -> Response:
-    """End the session (the cookie is removed) and show the sign-in page."""
+    """End the session on the server (a copy of the cookie no longer works) and in the browser (the
+    cookie is removed), then show the sign-in page."""
+    await sessions.end_session(page.gw, page.session)
     response = redirect(f"{PREFIX}/login")
     sessions.clear_cookie(response)
     return response

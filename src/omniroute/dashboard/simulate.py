@@ -20,6 +20,7 @@ from starlette.responses import Response
 
 from omniroute.config import ConfigError
 from omniroute.dashboard.web import Page, console_page
+from omniroute.simulate import MAX_SEED
 
 router = APIRouter()
 PageDep = Annotated[Page, Depends(console_page)]
@@ -31,7 +32,6 @@ MAX_LIMIT: Final = 5000
 """Most requests one console run may replay (the CLI has no cap; a console request should end in
 well under a minute)."""
 MAX_VARIANTS: Final = 8
-MAX_SEED: Final = 2**31 - 1
 CHOICES: Final = (
     "priority",
     "weighted",

@@ -41,6 +41,7 @@ __all__ = [
     "form_errors",
     "make_templates",
     "redirect",
+    "render_error",
 ]
 
 PACKAGE_DIR: Final = Path(__file__).parent
@@ -81,11 +82,7 @@ class Page:
 
     def render(self, template: str, status: int = 200, **context: Any) -> Response:
         """Render ``template`` with the page context (session, CSRF token, admin mode, nav)."""
-        state = self.request.app.state
-        if state.console_templates is None:  # built on the first page served (PERF-5: ~2 MB at rest)
-            state.console_templates = make_templates()
-        templates: Jinja2Templates = state.console_templates
-        response = templates.TemplateResponse(
+        response = _templates(self.request).TemplateResponse(
             self.request,
             template,
             {
@@ -98,13 +95,45 @@ class Page:
             },
             status_code=status,
         )
-        response.headers["cache-control"] = "no-store"
-        response.headers["content-security-policy"] = CONTENT_SECURITY_POLICY
-        response.headers["x-content-type-options"] = "nosniff"
-        response.headers["referrer-policy"] = "same-origin"
+        _page_headers(response)
         if self.new_cookie is not None:
             sessions.set_cookie(response, self.request, self.new_cookie)
         return response
+
+
+def _templates(request: Request) -> Jinja2Templates:
+    state = request.app.state
+    if state.console_templates is None:  # built on the first page served (PERF-5: ~2 MB at rest)
+        state.console_templates = make_templates()
+    templates: Jinja2Templates = state.console_templates
+    return templates
+
+
+def _page_headers(response: Response) -> None:
+    response.headers["cache-control"] = "no-store"
+    response.headers["content-security-policy"] = CONTENT_SECURITY_POLICY
+    response.headers["x-content-type-options"] = "nosniff"
+    response.headers["referrer-policy"] = "same-origin"
+
+
+def render_error(request: Request, status: int, title: str, message: str) -> Response:
+    """A standalone HTML error page (status ``status``) for a browser whose console request was
+    refused before any page could be built (no session needed), with a way back to the console."""
+    back = request.headers.get("referer") or ""
+    origin = f"{request.url.scheme}://{request.url.netloc}{PREFIX}"
+    response = _templates(request).TemplateResponse(
+        request,
+        "error.html",
+        {
+            "static": STATIC_URL,
+            "title": title,
+            "message": message,
+            "back": back if back.startswith(origin) else PREFIX,
+        },
+        status_code=status,
+    )
+    _page_headers(response)
+    return response
 
 
 async def console_page(request: Request) -> Page:
@@ -115,7 +144,7 @@ async def console_page(request: Request) -> Page:
     ``admin_loopback_only`` (non-loopback client without an admin key) or a 403 ``csrf_failed``."""
     gw: Gateway = request.app.state.gateway
     check_origin(request, gw)
-    sess = sessions.read_session(request, gw)
+    sess = await sessions.read_session(request, gw)
     new_cookie = None
     if gw.config.server.admin_key:
         if sess is None or not sess.admin:

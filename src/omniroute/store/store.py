@@ -23,6 +23,7 @@ from omniroute.store.repos.api_keys import ApiKeysRepo
 from omniroute.store.repos.combos import CombosRepo
 from omniroute.store.repos.connections import ConnectionsRepo
 from omniroute.store.repos.routing import RoutingRepo
+from omniroute.store.repos.sessions import SessionsRepo
 from omniroute.store.repos.usage import UsageRepo
 from omniroute.store.secrets import (
     KEY_FILE_NAME,
@@ -40,7 +41,7 @@ PING_TIMEOUT_S = 2.0
 """How long :meth:`Store.ping` waits for the database before reporting it unreachable (s)."""
 
 
-class Store(ConnectionsRepo, ApiKeysRepo, CombosRepo, RoutingRepo, UsageRepo):
+class Store(ConnectionsRepo, ApiKeysRepo, CombosRepo, RoutingRepo, UsageRepo, SessionsRepo):
     """Config and usage persistence on SQLite (STORE-1) or PostgreSQL (STORE-2).
 
     Build it with :meth:`open`; close it with :meth:`close`. Methods by area:
@@ -60,6 +61,7 @@ class Store(ConnectionsRepo, ApiKeysRepo, CombosRepo, RoutingRepo, UsageRepo):
     * usage (OBS-1): ``write_usage``, ``usage_stats``, ``usage_summary``, ``traffic_summary``,
       ``recent_usage``; decisions (OBS-2):
       ``save_decisions``, ``get_decision``; responses: ``save_response``, ``get_response``; ``prune``
+    * console sessions (OPS-3): ``revoke_console_session``, ``console_session_revoked``
     """
 
     def __init__(self, engine: AsyncEngine, secrets: SecretBox, target: DatabaseTarget, clock: Clock) -> None:

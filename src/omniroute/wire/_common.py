@@ -13,6 +13,7 @@ upstream's own events unchanged.
 
 from __future__ import annotations
 
+import math
 import time
 import uuid
 from typing import Any
@@ -85,6 +86,15 @@ def json_type(v: Any) -> str:
     if isinstance(v, dict):
         return "object"
     return type(v).__name__
+
+
+def shown(v: Any) -> str:
+    """``v`` as a validation message echoes it: ``repr`` (strings quoted), except that a whole-number
+    float is written as an integer (``99999999999999999999999`` is read as a float by the JSON parser,
+    which takes integers up to 64 bits, and would otherwise read back as ``1e+23``)."""
+    if isinstance(v, float) and math.isfinite(v) and v.is_integer():
+        return str(int(v))
+    return repr(v)
 
 
 def is_int(v: Any) -> bool:

@@ -64,7 +64,7 @@ def check_origin(request: Request, gw: Gateway) -> None:
     )
 
 
-def require_admin(request: Request, gw: Annotated[Gateway, Depends(gateway)]) -> Gateway:
+async def require_admin(request: Request, gw: Annotated[Gateway, Depends(gateway)]) -> Gateway:
     """API-8: ``Authorization: Bearer <admin_key>``, or a console session signed in with the admin key
     (OPS-3) whose unsafe calls carry its CSRF token (403 without it); without an admin key, loopback
     clients only; and first the Host/Origin checks (:func:`check_origin`)."""
@@ -77,7 +77,7 @@ def require_admin(request: Request, gw: Annotated[Gateway, Depends(gateway)]) ->
         token = auth[7:].strip() if auth[:7].lower() == "bearer " else ""
         if token and hmac.compare_digest(token.encode(), admin_key.encode()):
             return gw
-        sess = session.read_session(request, gw)
+        sess = await session.read_session(request, gw)
         if sess is None or not sess.admin:
             raise AuthenticationFailed("The management API needs 'Authorization: Bearer <server.admin_key>'.")
         if request.method not in session.SAFE_METHODS and not sess.csrf_ok(
@@ -136,7 +136,7 @@ async def ready(gw: Annotated[Gateway, Depends(gateway)], response: Response) ->
     }
 
 
-def require_metrics_access(request: Request, gw: Annotated[Gateway, Depends(gateway)]) -> Gateway:
+async def require_metrics_access(request: Request, gw: Annotated[Gateway, Depends(gateway)]) -> Gateway:
     """Who may read ``/metrics`` (``server.metrics_auth``): ``public`` anyone; ``admin`` the
     management API's rule (:func:`require_admin`); ``token`` ``Authorization: Bearer
     <server.metrics_token>`` or the admin key. 401 otherwise (non-ASCII credentials included)."""
@@ -144,7 +144,7 @@ def require_metrics_access(request: Request, gw: Annotated[Gateway, Depends(gate
     if server.metrics_auth == "public":
         return gw
     if server.metrics_auth == "admin":
-        return require_admin(request, gw)
+        return await require_admin(request, gw)
     auth = request.headers.get("authorization", "")
     if not auth.isascii():
         raise AuthenticationFailed("Invalid credentials: keys are ASCII text.")

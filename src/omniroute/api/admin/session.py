@@ -3,7 +3,8 @@ CSRF token bound to it (OPS-3, API-8).
 
 The cookie (``omniroute_console``, HTTP-only, ``SameSite=Strict``, ``Secure`` on https) carries
 ``{"sid": random id, "admin": signed in with the admin key}`` signed and timestamped by
-``itsdangerous``; it is valid for :data:`SESSION_MAX_AGE_S`. The signing key is derived from the
+``itsdangerous``; it is valid for :data:`SESSION_MAX_AGE_S` unless signed out first (sign-out is
+recorded in the store, so it holds on every worker and replica). The signing key is derived from the
 store's secret key (shared by every worker and replica, README "Secrets") and the admin key, so
 changing the admin key ends every session. The CSRF token is the session id's ``itsdangerous``
 signature under another salt: a page embeds it, and every state-changing console form and every
@@ -32,8 +33,10 @@ __all__ = [
     "SAFE_METHODS",
     "SESSION_MAX_AGE_S",
     "ConsoleSession",
+    "CsrfFailed",
     "clear_cookie",
     "csrf_error",
+    "end_session",
     "new_session",
     "read_session",
     "set_cookie",
@@ -83,8 +86,9 @@ def new_session(gw: Gateway, *, admin: bool) -> tuple[ConsoleSession, str]:
     return ConsoleSession(sid, admin, _csrf_for(secret, sid)), value
 
 
-def read_session(conn: HTTPConnection, gw: Gateway) -> ConsoleSession | None:
-    """The request's session when its cookie verifies and has not expired, else ``None``."""
+async def read_session(conn: HTTPConnection, gw: Gateway) -> ConsoleSession | None:
+    """The request's session when its cookie verifies, has not expired and was not signed out (the
+    store's record, shared by every worker and replica), else ``None``."""
     raw = conn.cookies.get(COOKIE_NAME)
     if not raw or gw.store is None:
         return None
@@ -96,7 +100,16 @@ def read_session(conn: HTTPConnection, gw: Gateway) -> ConsoleSession | None:
     if not isinstance(data, dict) or not isinstance(data.get("sid"), str):
         return None
     sid = data["sid"]
+    if await gw.store.console_session_revoked(sid):
+        return None
     return ConsoleSession(sid, data.get("admin") is True, _csrf_for(secret, sid))
+
+
+async def end_session(gw: Gateway, sess: ConsoleSession) -> None:
+    """Sign ``sess`` out on the server: its cookie is refused from now on, by every worker and
+    replica, even if a copy of it is replayed before it expires."""
+    assert gw.store is not None
+    await gw.store.revoke_console_session(sess.sid, gw.clock.time() + SESSION_MAX_AGE_S)
 
 
 def set_cookie(response: Response, conn: HTTPConnection, value: str) -> None:
@@ -117,10 +130,16 @@ def clear_cookie(response: Response) -> None:
     response.delete_cookie(COOKIE_NAME, path="/", httponly=True, samesite="strict")
 
 
-def csrf_error() -> GatewayError:
+class CsrfFailed(GatewayError):
+    """403 ``csrf_failed``: a state-changing request without this session's CSRF token (the console
+    shows browser forms an HTML page for it, :func:`omniroute.dashboard.install`)."""
+
+    status = 403
+    code = "csrf_failed"
+
+
+def csrf_error() -> CsrfFailed:
     """The 403 for a state-changing request without this session's CSRF token."""
-    return GatewayError(
-        f"Missing or wrong CSRF token: send the page's token in the '{CSRF_HEADER}' header.",
-        status=403,
-        code="csrf_failed",
+    return CsrfFailed(
+        f"Missing or wrong CSRF token: forms send the {CSRF_FIELD} field, scripts the {CSRF_HEADER} header."
     )

@@ -17,7 +17,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from omniroute.errors import InvalidRequest
-from omniroute.wire._common import collapse_text, data_url, effort_for_budget, is_int, is_number, json_type
+from omniroute.wire._common import (
+    collapse_text,
+    data_url,
+    effort_for_budget,
+    is_int,
+    is_number,
+    json_type,
+    shown,
+)
 from omniroute.wire.anthropic.blocks import assistant_message
 from omniroute.wire.anthropic.outbound import SURFACE
 from omniroute.wire.base import Call, Inbound, TokenCount
@@ -67,7 +75,7 @@ def _bad(param: str, message: str) -> InvalidRequest:
 def _number(body: Mapping[str, Any], name: str, lo: float, hi: float) -> None:
     v = body.get(name)
     if v is not None and (not is_number(v) or not lo <= v <= hi):
-        raise _bad(name, f"Input should be a number between {lo:g} and {hi:g}; got {v!r}")
+        raise _bad(name, f"Input should be a number between {lo:g} and {hi:g}; got {shown(v)}")
 
 
 def _validate_block(block: Any, role: str, where: str) -> None:
@@ -144,7 +152,7 @@ def validate(body: Mapping[str, Any], *, model_required: bool = True) -> None:
     if mt is None:
         raise _bad("max_tokens", "Field required")
     if not is_int(mt) or mt < 1:
-        raise _bad("max_tokens", f"Input should be an integer >= 1; got {mt!r}")
+        raise _bad("max_tokens", f"Input should be an integer >= 1; got {shown(mt)}")
     _validate_messages(body.get("messages"))
     system = body.get("system")
     blocks_ok = isinstance(system, list) and all(
@@ -177,7 +185,9 @@ def _validate_messages(messages: Any) -> None:
             raise _bad(f"messages.{i}", "Input should be an object")
         role = m.get("role")
         if role not in MESSAGE_ROLES:
-            raise _bad(f"messages.{i}.role", f"Input should be 'user', 'assistant' or 'system'; got {role!r}")
+            raise _bad(
+                f"messages.{i}.role", f"Input should be 'user', 'assistant' or 'system'; got {shown(role)}"
+            )
         content = m.get("content")
         if isinstance(content, list):
             for j, block in enumerate(content):
@@ -190,17 +200,17 @@ def _validate_options(body: Mapping[str, Any]) -> None:
     """``top_k`` (≥ 0), ``metadata.user_id`` (a string) and ``service_tier``."""
     top_k = body.get("top_k")
     if top_k is not None and (not is_int(top_k) or top_k < 0):
-        raise _bad("top_k", f"Input should be an integer >= 0; got {top_k!r}")
+        raise _bad("top_k", f"Input should be an integer >= 0; got {shown(top_k)}")
     metadata = body.get("metadata")
     if metadata is not None:
         if not isinstance(metadata, dict):
             raise _bad("metadata", "Input should be an object like {user_id: string}")
         uid = metadata.get("user_id")
         if uid is not None and not isinstance(uid, str):
-            raise _bad("metadata.user_id", f"Input should be a string; got {uid!r}")
+            raise _bad("metadata.user_id", f"Input should be a string; got {shown(uid)}")
     tier = body.get("service_tier")
     if tier is not None and tier not in SERVICE_TIERS:
-        raise _bad("service_tier", f"Input should be 'auto' or 'standard_only'; got {tier!r}")
+        raise _bad("service_tier", f"Input should be 'auto' or 'standard_only'; got {shown(tier)}")
 
 
 def _validate_thinking(thinking: Any) -> None:
@@ -220,7 +230,8 @@ def _validate_thinking(thinking: Any) -> None:
         budget = thinking.get("budget_tokens")
         if not is_int(budget) or budget < 1:
             raise _bad(
-                "thinking.budget_tokens", f"Input should be a positive integer when enabled; got {budget!r}"
+                "thinking.budget_tokens",
+                f"Input should be a positive integer when enabled; got {shown(budget)}",
             )
 
 
@@ -240,7 +251,9 @@ def _validate_tools(body: Mapping[str, Any]) -> None:
         return
     if not isinstance(tc, dict) or tc.get("type") not in TOOL_CHOICE_TYPES:
         got = tc.get("type") if isinstance(tc, dict) else tc
-        raise _bad("tool_choice.type", f"Input should be one of {', '.join(TOOL_CHOICE_TYPES)}; got {got!r}")
+        raise _bad(
+            "tool_choice.type", f"Input should be one of {', '.join(TOOL_CHOICE_TYPES)}; got {shown(got)}"
+        )
     if tc["type"] == "tool" and not isinstance(tc.get("name"), str):
         raise _bad("tool_choice.name", "Field required when tool_choice.type is 'tool'")
     dptu = tc.get("disable_parallel_tool_use")

@@ -31,6 +31,7 @@ from omniroute.wire._common import (
     effort_for_budget,
     is_int,
     new_id,
+    shown,
     with_signature,
 )
 from omniroute.wire.base import Call, Inbound, TokenCount
@@ -145,7 +146,7 @@ def _turn(content: Any, i: int, calls: _Calls) -> list[dict[str, Any]]:
         raise _bad(where, f"'{where}' must be an object with 'role' and 'parts'.")
     role = content.get("role") or "user"
     if role not in ("user", "model", "function", "tool"):
-        raise _bad(f"{where}.role", f"'{where}.role' must be 'user' or 'model'; got {role!r}.")
+        raise _bad(f"{where}.role", f"'{where}.role' must be 'user' or 'model'; got {shown(role)}.")
     parts = content.get("parts")
     if not isinstance(parts, list):
         raise _bad(f"{where}.parts", f"'{where}.parts' must be an array of parts.")
@@ -362,7 +363,7 @@ def _check_generation(cfg: Any) -> None:
     where = "generationConfig"
     top_k = _get(cfg, "topK")
     if top_k is not None and (not is_int(top_k) or top_k < 0):
-        raise _bad(f"{where}.topK", f"'{where}.topK' must be an integer >= 0; got {top_k!r}.")
+        raise _bad(f"{where}.topK", f"'{where}.topK' must be an integer >= 0; got {shown(top_k)}.")
     stop = _get(cfg, "stopSequences")
     if stop is not None and not _strings(stop):
         raise _bad(f"{where}.stopSequences", f"'{where}.stopSequences' must be an array of strings.")
@@ -394,12 +395,12 @@ def _check_thinking(thinking: Any) -> None:
         raise _bad(at, f"'{at}' must be an object.")
     budget = _get(thinking, "thinkingBudget")
     if budget is not None and not is_int(budget):
-        raise _bad(f"{at}.thinkingBudget", f"'{at}.thinkingBudget' must be an integer; got {budget!r}.")
+        raise _bad(f"{at}.thinkingBudget", f"'{at}.thinkingBudget' must be an integer; got {shown(budget)}.")
     level = _get(thinking, "thinkingLevel")
     if level is not None and not (isinstance(level, str) and level.upper() in THINKING_LEVELS):
         raise _bad(
             f"{at}.thinkingLevel",
-            f"'{at}.thinkingLevel' must be one of {', '.join(THINKING_LEVELS)}; got {level!r}.",
+            f"'{at}.thinkingLevel' must be one of {', '.join(THINKING_LEVELS)}; got {shown(level)}.",
         )
     include = _get(thinking, "includeThoughts")
     if include is not None and not isinstance(include, bool):

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from omniroute.errors import InvalidRequest
-from omniroute.wire._common import REASONING_EFFORTS, check_metadata, is_int, is_number, json_type
+from omniroute.wire._common import REASONING_EFFORTS, check_metadata, is_int, is_number, json_type, shown
 from omniroute.wire.base import Call, Inbound
 from omniroute.wire.openai.outbound import SURFACE
 
@@ -80,7 +80,7 @@ def _validate_message(i: int, m: Any) -> None:
     if not isinstance(role, str) or role not in ROLES:
         raise _bad(
             f"messages[{i}].role",
-            f"'messages[{i}].role' must be one of {', '.join(sorted(ROLES))}; got {role!r}.",
+            f"'messages[{i}].role' must be one of {', '.join(sorted(ROLES))}; got {shown(role)}.",
         )
     content = m.get("content")
     if content is not None and not isinstance(content, (str, list)):
@@ -136,14 +136,14 @@ def _validate_sampling(body: dict[str, Any]) -> None:
     for name, lo, hi in _NUMBER_RANGES:
         v = body.get(name)
         if v is not None and (not is_number(v) or not lo <= v <= hi):
-            raise _bad(name, f"'{name}' must be a number between {lo:g} and {hi:g}; got {v!r}.")
+            raise _bad(name, f"'{name}' must be a number between {lo:g} and {hi:g}; got {shown(v)}.")
     for name in _POSITIVE_INTS:
         v = body.get(name)
         if v is not None and (not is_int(v) or v < 1):
-            raise _bad(name, f"'{name}' must be an integer >= 1; got {v!r}.")
+            raise _bad(name, f"'{name}' must be an integer >= 1; got {shown(v)}.")
     stream = body.get("stream")
     if stream is not None and not isinstance(stream, bool):
-        raise _bad("stream", f"'stream' must be a boolean; got {stream!r}.")
+        raise _bad("stream", f"'stream' must be a boolean; got {shown(stream)}.")
     if not _OPTIONAL.isdisjoint(body):
         _validate_optional(body)
     so = body.get("stream_options")
@@ -193,20 +193,20 @@ def _validate_optional(body: dict[str, Any]) -> None:
     for name in _BOOLS:
         v = body.get(name)
         if v is not None and not isinstance(v, bool):
-            raise _bad(name, f"'{name}' must be a boolean; got {v!r}.")
+            raise _bad(name, f"'{name}' must be a boolean; got {shown(v)}.")
     for name in _STRINGS:
         v = body.get(name)
         if v is not None and not isinstance(v, str):
-            raise _bad(name, f"'{name}' must be a string; got {v!r}.")
+            raise _bad(name, f"'{name}' must be a string; got {shown(v)}.")
     seed = body.get("seed")
     if seed is not None and not is_int(seed):
-        raise _bad("seed", f"'seed' must be an integer; got {seed!r}.")
+        raise _bad("seed", f"'seed' must be an integer; got {shown(seed)}.")
     top = body.get("top_logprobs")
     if top is not None:
         if not is_int(top) or not 0 <= top <= MAX_TOP_LOGPROBS:
             raise _bad(
                 "top_logprobs",
-                f"'top_logprobs' must be an integer from 0 to {MAX_TOP_LOGPROBS}; got {top!r}.",
+                f"'top_logprobs' must be an integer from 0 to {MAX_TOP_LOGPROBS}; got {shown(top)}.",
             )
         if body.get("logprobs") is not True:
             raise _bad("top_logprobs", "'top_logprobs' requires 'logprobs' to be true.")
@@ -220,7 +220,7 @@ def _validate_optional(body: dict[str, Any]) -> None:
     if effort is not None and effort not in REASONING_EFFORTS:
         raise _bad(
             "reasoning_effort",
-            f"'reasoning_effort' must be one of {', '.join(REASONING_EFFORTS)}; got {effort!r}.",
+            f"'reasoning_effort' must be one of {', '.join(REASONING_EFFORTS)}; got {shown(effort)}.",
         )
 
 
@@ -251,7 +251,7 @@ def _validate_tools(body: dict[str, Any]) -> None:
         if tc not in TOOL_CHOICES:
             raise _bad(
                 "tool_choice",
-                f"'tool_choice' must be one of none, auto, required or a function object; got {tc!r}.",
+                f"'tool_choice' must be one of none, auto, required or a function object; got {shown(tc)}.",
             )
     elif not (
         isinstance(tc, dict)

@@ -29,6 +29,7 @@ from omniroute.wire._common import (
     collapse_text,
     is_int,
     is_number,
+    shown,
     with_cache_marker,
 )
 from omniroute.wire.base import Call, Inbound, ResponseStore
@@ -81,7 +82,7 @@ def _text_parts(content: Any, where: str) -> list[dict[str, Any]]:
             raise _bad(
                 f"{where}.content[{j}].type",
                 f"'{where}.content[{j}].type' must be one of input_text, input_image, input_file, "
-                f"output_text; got {kind!r}.",
+                f"output_text; got {shown(kind)}.",
             )
     return parts
 
@@ -147,7 +148,7 @@ def _input_item(out: list[dict[str, Any]], item: Any, i: int) -> None:
         if not isinstance(role, str) or role not in ROLES:
             raise _bad(
                 f"{where}.role",
-                f"'{where}.role' must be one of {', '.join(sorted(ROLES))}; got {role!r}.",
+                f"'{where}.role' must be one of {', '.join(sorted(ROLES))}; got {shown(role)}.",
             )
         parts = _text_parts(item.get("content"), where)
         if role == "assistant" and not any(CACHE_CONTROL in p for p in parts):
@@ -168,7 +169,7 @@ def _input_item(out: list[dict[str, Any]], item: Any, i: int) -> None:
         raise _bad(
             f"{where}.type",
             f"'{where}.type' must be message, function_call, function_call_output, custom_tool_call, "
-            f"custom_tool_call_output, reasoning, item_reference or additional_tools; got {kind!r}.",
+            f"custom_tool_call_output, reasoning, item_reference or additional_tools; got {shown(kind)}.",
         )
 
 
@@ -258,7 +259,7 @@ def _tool_choice(tc: Any) -> str | dict[str, Any]:
             raise _bad(
                 "tool_choice",
                 f"'tool_choice' must be one of auto, none, required or "
-                f'{{"type": "function", "name": ...}}; got {tc!r}.',
+                f'{{"type": "function", "name": ...}}; got {shown(tc)}.',
             )
         return tc
     # A custom tool is declared upstream as a function of the same name.
@@ -297,11 +298,11 @@ def validate(body: Mapping[str, Any], *, model_required: bool = True) -> None:
         raise _bad("input", "Missing required field 'input'.")
     mot = body.get("max_output_tokens")
     if mot is not None and (not is_int(mot) or mot < 1):
-        raise _bad("max_output_tokens", f"'max_output_tokens' must be an integer >= 1; got {mot!r}.")
+        raise _bad("max_output_tokens", f"'max_output_tokens' must be an integer >= 1; got {shown(mot)}.")
     for name, hi in (("temperature", 2.0), ("top_p", 1.0)):
         v = body.get(name)
         if v is not None and (not is_number(v) or not 0 <= v <= hi):
-            raise _bad(name, f"'{name}' must be a number between 0 and {hi:g}; got {v!r}.")
+            raise _bad(name, f"'{name}' must be a number between 0 and {hi:g}; got {shown(v)}.")
     for name in ("stream", "store", "parallel_tool_calls"):
         if body.get(name) is not None and not isinstance(body[name], bool):
             raise _bad(name, f"'{name}' must be a boolean.")
@@ -328,11 +329,11 @@ def _validate_options(body: Mapping[str, Any]) -> None:
     if effort is not None and effort not in REASONING_EFFORTS:
         raise _bad(
             "reasoning.effort",
-            f"'reasoning.effort' must be one of {', '.join(REASONING_EFFORTS)}; got {effort!r}.",
+            f"'reasoning.effort' must be one of {', '.join(REASONING_EFFORTS)}; got {shown(effort)}.",
         )
     truncation = body.get("truncation")
     if truncation is not None and truncation not in TRUNCATIONS:
-        raise _bad("truncation", f"'truncation' must be 'auto' or 'disabled'; got {truncation!r}.")
+        raise _bad("truncation", f"'truncation' must be 'auto' or 'disabled'; got {shown(truncation)}.")
     for name in ("user", "service_tier"):
         if body.get(name) is not None and not isinstance(body[name], str):
             raise _bad(name, f"'{name}' must be a string.")
