@@ -223,7 +223,8 @@ def test_a_fallback_that_rejects_prefill_is_asked_in_words(rig: Rig, surface: st
     assert row["rescued"] is True and row["provider"] == "pb"
     metrics = httpx.get(f"{gw.url}/metrics", timeout=5).text
     assert 'omniroute_stream_rescues_total{outcome="failed",provider="pa"}' not in metrics
-    assert 'omniroute_stream_rescues_total{outcome="rescued",provider="pa"} 2.0' in metrics
+    # one stream, counted once, though its rescue took two attempts
+    assert 'omniroute_stream_rescues_total{outcome="rescued",provider="pa"} 1.0' in metrics
 
 
 @pytest.mark.parametrize(
@@ -422,3 +423,21 @@ def test_after_a_rescue_restarts_the_answer_the_next_candidate_continues_it(rig:
     assert finishes == ["stop"] and clean
     assert rig.a.calls("m") == 2 and rig.b.calls("m") == 1
     assert usage_rows(gw)[0]["rescued"] is True
+
+
+def test_the_rescue_metric_counts_each_stream_once_by_whether_the_client_got_the_whole_answer(
+    rig: Rig,
+) -> None:
+    """Two streams are cut; each rescue takes several attempts. The first ends whole through the
+    fallback, the second does not (the fallback starts a different answer): the metric says one
+    ``rescued`` and one ``failed``, matching the usage rows."""
+    gw = rig.gateway()
+    rig.a.set_behaviour("m", f"{FIRST}+cut-after-3+continue")
+    rig.b.set_behaviour("m", f"{FIRST}+continue")
+    assert read_stream(gw, "chat")[2]
+    rig.b.set_behaviour("m", SECOND)
+    assert not read_stream(gw, "chat")[2]
+    assert [r["rescued"] for r in usage_rows(gw)] == [False, True]
+    metrics = httpx.get(f"{gw.url}/metrics", timeout=5).text
+    assert 'omniroute_stream_rescues_total{outcome="rescued",provider="pa"} 1.0' in metrics
+    assert 'omniroute_stream_rescues_total{outcome="failed",provider="pa"} 1.0' in metrics

@@ -30,7 +30,7 @@ the answer and streams only that, so the client reads one answer with one ``fini
    are those of the stream the client already reads.
 5. **Accounting**: usage sums every attempt (an attempt cut before its usage is estimated); each
    rescue is listed in the decision (``stream_rescues``), the usage row says ``rescued`` and
-   ``omniroute_stream_rescues_total`` counts rescues by provider and outcome.
+   ``omniroute_stream_rescues_total`` counts rescued streams (once each) by provider and outcome.
 """
 
 from __future__ import annotations
