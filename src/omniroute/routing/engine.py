@@ -683,6 +683,11 @@ class Engine:
                 waits = [r.until - now for r in records.values() if r.until > now]
                 if waits:
                     headers["Retry-After"] = str(max(1, math.ceil(min(waits))))
+            else:  # the earliest moment a candidate is available again, when the filters know it
+                now = self.clock.time()
+                untils = [e.until - now for e in decision.exclusions if e.until is not None and e.until > now]
+                if untils:
+                    headers["Retry-After"] = str(max(1, math.ceil(min(untils))))
         else:
             code = "fallback_exhausted"
             statuses = {e.upstream_status or e.status for e in errors}
