@@ -524,3 +524,14 @@ def test_upstream_errors_pass_through() -> None:
     """RESIL-5: an already classified error is returned unchanged."""
     err = RateLimited("x")
     assert classify_exception(err, provider="p", now=NOW, phase="connect") is err
+
+
+def test_a_400_marks_credentials_invalid_only_in_geminis_shape() -> None:
+    """Gemini answers a bad key with 400 INVALID_ARGUMENT (AuthInvalid); a 400 in another shape is
+    the request's fault and goes back as is, whatever its wording."""
+    gem = gemini(400, "INVALID_ARGUMENT", "API key not valid. Please pass a valid API key.", [])
+    assert isinstance(classify(400, gem), AuthInvalid)
+    other = openai("Incorrect API key provided: sk-abc.", "invalid_request_error")
+    err = classify(400, other)
+    assert isinstance(err, UpstreamBadRequest) and err.status == 400
+    assert isinstance(classify(401, other), AuthInvalid)

@@ -168,12 +168,15 @@ class AttemptRecord:
 
 @dataclass(frozen=True, slots=True)
 class ExclusionRecord:
-    """A candidate skipped before any attempt, with the filter's reason (DESIGN house style 7)."""
+    """A candidate skipped before any attempt, with the filter's reason (DESIGN house style 7);
+    ``until`` is when it becomes available again (epoch seconds: the breaker's next probe, the end of
+    a cooldown or lockout) when the filter knows it, else ``None``."""
 
     provider: str
     model: str
     reason: str
     connection: str | None = None
+    until: float | None = None
 
 
 @dataclass

@@ -3,6 +3,7 @@ whole, its usage row and decision are written, and the process exits 0; readines
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import threading
@@ -178,3 +179,45 @@ def test_a_request_still_running_when_the_drain_time_is_up_is_cut_and_logged(
     rid = headers["x-request-id"]
     (line,) = [x for x in served.json_lines() if x.get("request_id") == rid]
     assert line["level"] == "WARNING" and "drain_timeout_s" in line["error"]
+
+
+def test_a_stream_cut_by_the_drain_timeout_gets_the_error_event_and_a_usage_row_without_a_traceback(
+    tmp_path: Path, gated: str
+) -> None:
+    """The drain time runs out while a stream waits for its upstream: the client reads the error
+    event (never ``[DONE]``), the log has no traceback, and the usage row charges what was sent."""
+    cfg = {**config(gated, tmp_path), "server": {"drain_timeout_s": 1}}
+    served = Served(tmp_path, cfg, "--log-format", "json").wait_ready()
+    received: list[str] = []
+    headers: dict[str, str] = {}
+
+    def stream() -> None:
+        body = {"model": "gated/m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+        url = f"{served.url}/v1/chat/completions"
+        with contextlib.suppress(httpx.HTTPError), httpx.stream("POST", url, json=body, timeout=60) as r:
+            headers.update(r.headers)
+            received.extend(line for line in r.iter_lines() if line)
+
+    client = threading.Thread(target=stream)
+    try:
+        client.start()
+        assert GatedUpstream.arrived.wait(30), "the stream never reached the upstream"
+        served.proc.send_signal(15)  # the upstream is never released: the drain time runs out
+        assert served.proc.wait(60) == 0
+        client.join(30)
+    finally:
+        GatedUpstream.release.set()
+        served.kill()
+    assert "data: [DONE]" not in received
+    last = json.loads(received[-1].removeprefix("data: "))
+    assert "error" in last and "drain_timeout_s" in last["error"]["message"]
+    log = served.log_text()
+    assert "Traceback" not in log and "Exception in ASGI application" not in log
+    with sqlite3.connect(tmp_path / "gw.db") as db:
+        rows = db.execute(
+            "select status, completion_tokens, error from usage_log where request_id = ?",
+            (headers["x-request-id"],),
+        ).fetchall()
+    assert len(rows) == 1
+    status, completion_tokens, error = rows[0]
+    assert status == 503 and completion_tokens >= 1 and "drain_timeout_s" in error

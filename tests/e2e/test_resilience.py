@@ -684,3 +684,45 @@ def test_stream_without_upstream_usage_records_an_estimate(rig: Rig) -> None:
     assert isinstance(final, dict) and final["usage"]["completion_tokens"] > 0
     row = usage_rows(gw)[0]
     assert row["prompt_tokens"] > 0 and row["completion_tokens"] > 0 and row["cost_usd"] > 0
+
+
+def test_all_candidates_unavailable_behind_an_open_breaker_says_when_to_retry_in_every_format(
+    rig: Rig,
+) -> None:
+    """The only candidate's breaker is open for 8 s: the 503 ``all_candidates_unavailable`` of every
+    wire format carries ``Retry-After`` with the seconds until its probe (rounded up)."""
+    gw = rig.gateway(
+        FakeClock(),
+        chain=("pa",),
+        resilience={
+            "circuit_breaker": {"failure_threshold": 2, "reset_timeout_s": 8},
+            "cooldown": {"base_s": 0.01, "max_s": 0.02},
+            "retries": {"per_target": 0},
+        },
+    )
+    rig.fakes["a"].set_behaviour("m", "fail-500")
+    for _ in range(2):
+        assert chat(gw).status_code >= 500
+    gw.advance(0.5)  # the connection's cooldown is over; the breaker stays open until its probe
+    msgs = [{"role": "user", "content": "hi"}]
+    responses = [
+        chat(gw),
+        httpx.post(f"{gw.base_url}/responses", json={"model": "m", "input": "hi"}, timeout=20),
+        httpx.post(
+            f"{gw.url}/v1/messages",
+            json={"model": "m", "max_tokens": 50, "messages": msgs},
+            headers={"x-api-key": "x"},
+            timeout=20,
+        ),
+        httpx.post(
+            f"{gw.url}/v1beta/models/m:generateContent",
+            json={"contents": [{"role": "user", "parts": [{"text": "hi"}]}]},
+            headers={"x-goog-api-key": "x"},
+            timeout=20,
+        ),
+    ]
+    for r in responses:
+        assert r.status_code == 503 and "No candidate could be attempted" in r.text
+        assert r.headers.get("retry-after") == "8", r.request.url
+    gw.advance(2.0)
+    assert chat(gw).headers.get("retry-after") == "6"

@@ -20,6 +20,7 @@ import orjson
 from omniroute.api.asgi import SSE_HEADERS, Receive, Send, encode_headers, send_bytes
 from omniroute.errors import GatewayError, InvalidRequest, UpstreamError
 from omniroute.gateway import Gateway
+from omniroute.observe.access import CANCELLED, note_cancelled
 from omniroute.routing.auto.controls import check_steering_headers
 from omniroute.routing.decision import Decision
 from omniroute.routing.engine import Outcome, StreamOutcome
@@ -132,11 +133,16 @@ async def run_chat(
     assert task is not None
     watcher = asyncio.get_running_loop().create_task(_watch_disconnect(receive, task))
     committed: list[StreamOutcome] = []
+    enc = surface.encoder(req) if req.stream else None
     try:
-        await _run(gw, req, surface, send, t0, decision, committed if req.stream else None)
+        await _run(gw, req, surface, send, t0, decision, committed if req.stream else None, enc)
     except asyncio.CancelledError:
         if not (watcher.done() and not watcher.cancelled() and watcher.result()):
-            raise
+            if not gw.draining:
+                raise
+            task.uncancel()
+            await _cut_by_shutdown(gw, req, surface, send, t0, decision, committed, enc)
+            return
         task.uncancel()
         so = committed[0] if committed else None
         if so is not None:
@@ -157,6 +163,47 @@ async def run_chat(
         gw.release_unsettled(req)
 
 
+async def _cut_by_shutdown(
+    gw: Gateway,
+    req: ChatRequest,
+    surface: Surface,
+    send: Send,
+    t0: float,
+    decision: Decision,
+    committed: list[StreamOutcome],
+    enc: StreamEncoder | None,
+) -> None:
+    """The server's shutdown cancelled this request after ``server.drain_timeout_s``: its usage row
+    is written at once (status 503, charging what was forwarded, estimated if unreported: the
+    application's shutdown flushes the writers next), the client gets the format's error event (a
+    committed stream) or a 503 in its format, and the access line is a WARNING — no traceback."""
+    note_cancelled()
+    so = committed[0] if committed else None
+    gw.record_usage(
+        req,
+        decision,
+        status=503,
+        cand=so.candidate if so else None,
+        usage=_usage(so, req) if so else None,
+        latency_ms=(gw.clock.monotonic() - t0) * 1000,
+        ttft_ms=so.ttft_ms if so else None,
+        error=CANCELLED,
+    )
+    err = GatewayError(
+        "The gateway shut down before this request finished (server.drain_timeout_s).",
+        status=503,
+        code="server_shutting_down",
+    )
+    with contextlib.suppress(Exception):
+        if so is not None and enc is not None:
+            await send({"type": "http.response.body", "body": enc.error(err), "more_body": False})
+        else:
+            await send_error(send, surface.error_body, err, req, decision, (gw.clock.monotonic() - t0) * 1000)
+    if so is not None:
+        await so.finalize(None, abandoned=True)
+        await gw.resilience.release_probe(so.candidate)
+
+
 async def _run(
     gw: Gateway,
     req: ChatRequest,
@@ -165,8 +212,8 @@ async def _run(
     t0: float,
     decision: Decision,
     committed: list[StreamOutcome] | None = None,
+    enc: StreamEncoder | None = None,
 ) -> None:
-    enc = surface.encoder(req) if committed is not None else None
     interval = gw.config.server.stream_keepalive_s
     early = _EarlyStart(send, enc, req, interval) if enc is not None and interval > 0 else None
     error: GatewayError | None = None

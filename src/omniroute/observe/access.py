@@ -88,6 +88,14 @@ def note(row: dict[str, Any], decision: Decision) -> None:
         entry.row, entry.decision = row, decision
 
 
+def note_cancelled() -> None:
+    """Mark the current request as cut by the server's shutdown past ``server.drain_timeout_s`` (its
+    access line is then a WARNING with :data:`CANCELLED`); nothing when no request is observed."""
+    entry = _CURRENT.get()
+    if entry is not None:
+        entry.cancelled = True
+
+
 class Observer:
     """Emits the access line and the trace of each observed request.
 

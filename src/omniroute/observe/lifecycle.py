@@ -4,7 +4,9 @@ Draining (``omniroute serve``): on SIGTERM :class:`Drain` marks the gateway drai
 answers 503 from then on — and hands the signal to the server (uvicorn), which closes the listening
 socket (new connections are refused), lets every request in flight finish, streams included, for up
 to ``server.drain_timeout_s`` seconds (uvicorn's ``timeout_graceful_shutdown``; requests still running
-then are cancelled and recorded as such), and then runs the application's shutdown, which flushes the
+then are cancelled: each ends with its format's error event, or a 503, its usage row (status 503)
+charges what was forwarded and its access line is a WARNING, without a traceback;
+:mod:`omniroute.api.chat`), and then runs the application's shutdown, which flushes the
 usage and decision writers and closes the store. The process then exits with status 0.
 """
 

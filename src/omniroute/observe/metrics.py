@@ -227,8 +227,9 @@ class Metrics(Collector):
         )
         self.stream_rescues = counter(
             "omniroute_stream_rescues",
-            "Streams that failed after commit and were handed to a rescuing attempt, by the failed "
-            "provider and outcome (rescued or failed).",
+            "Streams that failed after commit and were handed to stream rescue, one per stream, by "
+            "the provider whose stream failed first and outcome (rescued: the client's stream "
+            "completed thanks to the rescue; failed otherwise).",
             ["provider", "outcome"],
         )
         self.in_flight = 0
@@ -300,9 +301,11 @@ class Metrics(Collector):
             skipped = decision.extra.get("malformed_events_skipped")
             if skipped:
                 self.malformed_events.inc((provider,), skipped)
-        for rescue in decision.extra.get("stream_rescues") or ():
-            failed = str(rescue.get("failed") or "").split("/", 1)[0]
-            self.stream_rescues.inc((failed, "rescued" if rescue.get("by") else "failed"))
+        rescues = decision.extra.get("stream_rescues")
+        if rescues:  # one outcome per stream, however many attempts its rescue took
+            failed = str(rescues[0].get("failed") or "").split("/", 1)[0]
+            whole = bool(decision.extra.get("rescued")) and status < 400
+            self.stream_rescues.inc((failed, "rescued" if whole else "failed"))
 
     def collect(self) -> Iterator[Metric]:
         """Metric families for the registry (called by ``generate_latest``); with several workers only

@@ -97,6 +97,7 @@ class Rule:
 
 _4XX = frozenset(range(400, 500)) - {429}
 _SERVER = frozenset({408, 409, *range(500, 600)})
+_AUTH_4XX = _4XX - {400}  # a 400 marks credentials invalid only in Gemini's shape (rule auth-gemini-400)
 
 _DAILY = _rx(r"\bdaily\b.{0,30}\b(quota|limit)|per[ _-]?day|today'?s quota|try again tomorrow|\bRPD\b")
 _PER_MINUTE = _rx(r"per[ _-]?minute|per[ _-]?min\b|\b[RT]PM\b")
@@ -160,14 +161,25 @@ RULES: tuple[Rule, ...] = (
         code=_rx(r"content_policy|content_filter|\bSAFETY\b|PROHIBITED_CONTENT"),
     ),
     Rule("content-text", ContentFiltered, statuses=_4XX, message=_CONTENT),
-    # RESIL-2: dead credentials.
+    # RESIL-2: dead credentials. A 400 says so only in Gemini's shape: the Gemini API answers a bad
+    # key with 400 INVALID_ARGUMENT, "API key not valid", reason API_KEY_INVALID
+    # (ai.google.dev/gemini-api/docs/troubleshooting). OpenAI and Anthropic answer 401
+    # (platform.openai.com/docs/guides/error-codes, docs.anthropic.com/en/api/errors), so any other
+    # 400 is the request's fault and is returned as is, whatever its wording.
+    Rule(
+        "auth-gemini-400",
+        AuthInvalid,
+        statuses=frozenset({400}),
+        code=_rx(r"\bINVALID_ARGUMENT\b"),
+        message=_rx(r"API_KEY_INVALID|api key not valid"),
+    ),
     Rule(
         "auth-code",
         AuthInvalid,
-        statuses=_4XX,
+        statuses=_AUTH_4XX,
         code=_rx(r"invalid_api_key|authentication_error|API_KEY_INVALID|UNAUTHENTICATED|invalid_x_api_key"),
     ),
-    Rule("auth-text", AuthInvalid, statuses=_4XX, message=_AUTH),
+    Rule("auth-text", AuthInvalid, statuses=_AUTH_4XX, message=_AUTH),
     # RESIL-3: a 403 about access to this model locks the model, not the connection.
     Rule("model-access-403", QuotaExhausted, statuses=frozenset({403}), message=_MODEL_ACCESS),
     Rule("auth-status", AuthInvalid, statuses=frozenset({401, 403})),

@@ -83,10 +83,15 @@ class LadderFilter(Protocol):
     async def __call__(self, candidates: Sequence[Candidate], ctx: LadderContext) -> FilterResult: ...
 
 
-def exclusion(cand: Candidate, reason: str) -> ExclusionRecord:
-    """The exclusion record of ``cand`` with ``reason``."""
+def exclusion(cand: Candidate, reason: str, until: float | None = None) -> ExclusionRecord:
+    """The exclusion record of ``cand`` with ``reason``; ``until``: when it is available again
+    (epoch seconds), when known."""
     return ExclusionRecord(
-        provider=cand.provider.id, model=cand.model.id, reason=reason, connection=cand.connection.id
+        provider=cand.provider.id,
+        model=cand.model.id,
+        reason=reason,
+        connection=cand.connection.id,
+        until=until,
     )
 
 
@@ -122,7 +127,11 @@ class BreakerFilter:
             seen = breaker_view(rec, ctx.now)
             if seen is BreakerState.OPEN and rec.next_probe_at is not None:
                 out.exclusions.append(
-                    exclusion(cand, f"circuit open until {until_text(rec.next_probe_at, ctx.now)}")
+                    exclusion(
+                        cand,
+                        f"circuit open until {until_text(rec.next_probe_at, ctx.now)}",
+                        rec.next_probe_at,
+                    )
                 )
             elif seen is BreakerState.HALF_OPEN and rec.probes_in_flight(ctx.now) >= slots:
                 out.exclusions.append(exclusion(cand, "circuit half-open: probe in flight"))
@@ -152,11 +161,13 @@ class ProbeFilter:
             verdict, change = await self.breaker.claim_probe(cand.provider.id, ctx.now)
             if verdict is ProbeVerdict.REJECT:
                 rec = change.after
+                until: float | None = None
                 if breaker_view(rec, ctx.now) is BreakerState.OPEN and rec.next_probe_at is not None:
                     reason = f"circuit open until {until_text(rec.next_probe_at, ctx.now)}"
+                    until = rec.next_probe_at
                 else:
                     reason = "circuit half-open: probe slot taken"
-                out.exclusions.append(exclusion(cand, reason))
+                out.exclusions.append(exclusion(cand, reason, until))
                 continue
             out.survivors.append(cand)
             if verdict is ProbeVerdict.PROBE:
@@ -189,18 +200,20 @@ class CooldownFilter:
             conn = cand.connection
             rec = records.get(conn.id)
             reason: str | None = None
+            until: float | None = None
             if not conn.is_active:
                 reason = "connection inactive"
             elif rec is not None and rec.invalid:
                 reason = f"credentials invalid: {rec.invalid_reason}"
             elif rec is not None and rec.holds(cand.model.id, ctx.now) and cand.provider.id not in probing:
                 reason = f"{rec.reason or 'cooling down'} until {until_text(rec.until, ctx.now)}"
+                until = rec.until
             elif conn.max_concurrent and inflight.get(conn.id, 0) >= conn.max_concurrent:
                 reason = f"connection at max_concurrent ({inflight[conn.id]}/{conn.max_concurrent} in flight)"
             if reason is None:
                 out.survivors.append(cand)
             else:
-                out.exclusions.append(exclusion(cand, reason))
+                out.exclusions.append(exclusion(cand, reason, until))
         return out
 
     async def _probing(
@@ -242,7 +255,7 @@ class LockoutFilter:
             if rec is not None and rec.until > ctx.now:
                 until = until_text(rec.until, ctx.now)
                 reason = f"model locked on this connection: {rec.reason} until {until}"
-                out.exclusions.append(exclusion(cand, reason))
+                out.exclusions.append(exclusion(cand, reason, rec.until))
             else:
                 out.survivors.append(cand)
         return out

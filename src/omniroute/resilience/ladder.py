@@ -193,7 +193,8 @@ class Resilience:
             rec = (await self.breaker.records([cand.provider.id]))[cand.provider.id]
             if breaker_view(rec, ctx.now) is BreakerState.OPEN and rec.next_probe_at is not None:
                 await self.release_probe(cand)
-                return exclusion(cand, f"circuit open until {until_text(rec.next_probe_at, ctx.now)}")
+                reason = f"circuit open until {until_text(rec.next_probe_at, ctx.now)}"
+                return exclusion(cand, reason, rec.next_probe_at)
             chain = (self._cooldown_filter, self._lockout_filter)
         else:
             chain = (self._breaker_filter, self._cooldown_filter, self._lockout_filter, self._probe_filter)

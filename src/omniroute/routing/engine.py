@@ -151,7 +151,10 @@ class StreamOutcome:
                     err = redact_error(exc, self.candidate.connection.secret)
                 if err is None and self.parser.done:
                     self.finished = True
-                    out.extend(self._finish())
+                    try:
+                        out.extend(self._finish())
+                    except UpstreamError as exc:  # a rescue that restarted the answer
+                        err = exc
             if self.finished and err is None and not self.saw_finish:
                 err = StreamBroken(
                     f"{self.candidate.provider.id}: stream ended before a finish reason (truncated answer)",
@@ -169,24 +172,32 @@ class StreamOutcome:
                 events = await anext(self.events)
             except StopAsyncIteration:
                 self.finished = True
-                out.extend(self._finish())
                 events = []
+                try:
+                    out.extend(self._finish())
+                except UpstreamError as exc:  # a rescue that restarted the answer
+                    events = await self._recover(exc, out)
             except UpstreamError as exc:
                 events = await self._recover(redact_error(exc, self.candidate.connection.secret), out)
 
     async def _recover(self, err: UpstreamError, out: list[dict[str, Any]]) -> list[tuple[str, bytes]]:
         """Continue after ``err`` with a rescuing attempt: its first chunks go to ``out`` and the
         rest of its first read is returned; raises ``err`` when there is no rescue."""
-        if self.rescue is None or self.saw_finish:
-            raise err
-        new = await self.rescue(self, err)
-        if new is None:
-            raise err
-        self.resp, self.parser, self.events = new.resp, new.parser, new.events
-        self.candidate, self.release, self.upstream_ms = new.candidate, new.release, new.upstream_ms
-        self.finished, self.settled = new.finished, False
-        self._take(new.first, out)
-        return new.rest
+        while True:
+            if self.rescue is None or self.saw_finish:
+                raise err
+            new = await self.rescue(self, err)
+            if new is None:
+                raise err
+            self.resp, self.parser, self.events = new.resp, new.parser, new.events
+            self.candidate, self.release, self.upstream_ms = new.candidate, new.release, new.upstream_ms
+            self.finished, self.settled = new.finished, False
+            try:
+                self._take(new.first, out)
+            except UpstreamError as exc:  # the rescue restarted the answer: it failed too
+                err = exc
+                continue
+            return new.rest
 
     def _take(self, chunks: list[dict[str, Any]], out: list[dict[str, Any]]) -> None:
         if self.filter is not None:
@@ -672,6 +683,11 @@ class Engine:
                 waits = [r.until - now for r in records.values() if r.until > now]
                 if waits:
                     headers["Retry-After"] = str(max(1, math.ceil(min(waits))))
+            else:  # the earliest moment a candidate is available again, when the filters know it
+                now = self.clock.time()
+                untils = [e.until - now for e in decision.exclusions if e.until is not None and e.until > now]
+                if untils:
+                    headers["Retry-After"] = str(max(1, math.ceil(min(untils))))
         else:
             code = "fallback_exhausted"
             statuses = {e.upstream_status or e.status for e in errors}

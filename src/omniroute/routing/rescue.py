@@ -19,14 +19,18 @@ the answer and streams only that, so the client reads one answer with one ``fini
    gateway), get the partial answer as an assistant turn followed by a user instruction to continue
    it without repeating it.
 4. **Joining**: the rescuing attempt's text is held back until it can be told apart from the text
-   already sent; the longest suffix of the sent text that the continuation starts with is removed
-   (so a model that repeats the last words, or restarts the whole answer, is not duplicated).
+   already sent (at most as many characters as were sent). A continuation that reproduces the
+   whole sent text has that repeat removed; one whose first characters match the sent text's
+   (:data:`RESTART_PREFIX_CHARS`) but that then diverges started a *different* answer and is not
+   joined: that attempt fails (:class:`RestartedAnswer`) and the next candidate is asked, or the
+   stream ends with the error event. Otherwise the longest suffix of the sent text that the
+   continuation starts with is removed (a model that repeats the last words is not duplicated).
    Reasoning deltas are joined the same way while no answer text was sent, and dropped after (the
    client has moved on to the answer). Role, id, model and ``created`` of the continuation's chunks
    are those of the stream the client already reads.
 5. **Accounting**: usage sums every attempt (an attempt cut before its usage is estimated); each
    rescue is listed in the decision (``stream_rescues``), the usage row says ``rescued`` and
-   ``omniroute_stream_rescues_total`` counts rescues by provider and outcome.
+   ``omniroute_stream_rescues_total`` counts rescued streams (once each) by provider and outcome.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, cast
 
-from omniroute.errors import ContextOverflow, UpstreamError
+from omniroute.errors import ContextOverflow, StreamBroken, UpstreamError
 from omniroute.resilience.ladder import LadderContext
 from omniroute.routing.decision import Decision
 from omniroute.values import Candidate, ChatRequest
@@ -114,17 +118,41 @@ def overlap(sent: str, cont: str) -> int:
     return pi[-1]
 
 
+RESTART_PREFIX_CHARS = 8
+"""A continuation whose first characters match the first ``min(8, len(sent))`` characters of the
+text already sent, but that does not reproduce all of it, started a different answer (a rescue
+target that ignored the prefill): it is not joined. Eight characters keep an ordinary continuation
+that happens to begin with the answer's first word from being taken for a restart."""
+
+
+class RestartedAnswer(StreamBroken):
+    """A rescuing attempt started its answer over and diverged from the text the client already
+    has: joining it would present two different answers as one, so the attempt counts as failed."""
+
+
+def _common_prefix(a: str, b: str) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
 class _Join:
     """Joins one channel (answer text or reasoning) of a continuation to what was sent: the start
-    of the continuation is held while it may still be a repeat of the sent text, then the overlap
-    is cut off (:func:`overlap`)."""
+    of the continuation is held while it may still be a repeat of the sent text (at most
+    ``len(sent)`` characters), then: a continuation that reproduces the sent text and goes on has
+    the repeat cut off; one that starts like the sent text (:data:`RESTART_PREFIX_CHARS`) but
+    diverges from it raises :class:`RestartedAnswer`; otherwise the overlap is cut off
+    (:func:`overlap`)."""
 
-    __slots__ = ("buf", "done", "sent")
+    __slots__ = ("buf", "done", "provider", "sent")
 
-    def __init__(self, sent: str) -> None:
+    def __init__(self, sent: str, provider: str = "") -> None:
         self.sent = sent
         self.buf = ""
         self.done = not sent
+        self.provider = provider
 
     def push(self, piece: str) -> str:
         if self.done:
@@ -139,6 +167,13 @@ class _Join:
             return ""
         self.done = True
         buf, self.buf = self.buf, ""
+        same = _common_prefix(self.sent, buf)
+        if same < len(self.sent) and same >= min(RESTART_PREFIX_CHARS, len(self.sent)):
+            raise RestartedAnswer(
+                f"{self.provider or 'the rescue target'}: started a different answer instead of "
+                f"continuing the {len(self.sent)} characters already sent",
+                provider=self.provider,
+            )
         return buf[overlap(self.sent, buf) :]
 
 
@@ -146,11 +181,11 @@ class Continuation:
     """Rewrites a rescuing attempt's canonical chunks so they continue the stream the client reads
     (module docstring, step 4). ``apply(chunks)`` returns the chunks to send (possibly fewer)."""
 
-    def __init__(self, sent: Sent) -> None:
+    def __init__(self, sent: Sent, provider: str = "") -> None:
         self.meta = dict(sent.meta)
-        self.text = _Join(sent.text)
+        self.text = _Join(sent.text, provider)
         self.drop_reasoning = bool(sent.text_parts or sent.tools)
-        self.reasoning = _Join("" if self.drop_reasoning else sent.reasoning)
+        self.reasoning = _Join("" if self.drop_reasoning else sent.reasoning, provider)
         self.tools = dict(sent.tools)
 
     def apply(self, chunks: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -256,28 +291,32 @@ class StreamRescuer:
             "by": None,
         }
         self.decision.extra.setdefault("stream_rescues", []).append(record)
-        new = await self._continue(failed, sent, record)
+        new = await self._continue(failed, sent, record, isinstance(err, RestartedAnswer))
         if new is None:
             return None
         record["by"] = new.candidate.key
         self.decision.extra["rescued"] = True
         self.decision.served = new.candidate.key
-        new.sent, new.filter = sent, Continuation(sent)
+        new.sent, new.filter = sent, Continuation(sent, new.candidate.provider.id)
         so.filter = new.filter
         return new
 
-    def _order(self, failed: Candidate) -> list[Candidate]:
+    def _order(self, failed: Candidate, restarted: bool) -> list[Candidate]:
+        """The same target first while its retry budget allows (not after it restarted the answer:
+        it ignored the prefill once), then the other candidates in order."""
         tries = sum(
             1
             for a in self.decision.attempts
             if a.connection == failed.connection.id and a.model == failed.model.id
         )
         later = [c for c in self.candidates if c.key != failed.key]
-        return ([failed] if tries <= self.budget.per_target else []) + later
+        return ([failed] if tries <= self.budget.per_target and not restarted else []) + later
 
-    async def _continue(self, failed: Candidate, sent: Sent, record: dict[str, Any]) -> StreamOutcome | None:
+    async def _continue(
+        self, failed: Candidate, sent: Sent, record: dict[str, Any], restarted: bool
+    ) -> StreamOutcome | None:
         text = sent.text
-        for cand in self._order(failed):
+        for cand in self._order(failed, restarted):
             if self.budget.spent(len(self.decision.attempts)):
                 return None
             if await self.engine.resilience.recheck(cand, self.engine.clock.time()) is not None:
@@ -333,7 +372,9 @@ def attach_rescue(
 
 __all__ = [
     "CONTINUE_INSTRUCTION",
+    "RESTART_PREFIX_CHARS",
     "Continuation",
+    "RestartedAnswer",
     "Sent",
     "StreamRescuer",
     "attach_rescue",
